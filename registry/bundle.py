@@ -1,0 +1,252 @@
+"""Bundles: a registry's data as Parquet tables plus a manifest, to move nodes between registries.
+
+Surrogate keys (node_id, run_id, ...) are local to a registry, so import re-keys every row:
+rows with a natural identity (a node's or app's name, a config's key, a uB's name) join the
+row already there; facts produced somewhere (profiles, traces, runs, models, predictions) carry
+a `uid` and are skipped when present. Children come along only with a parent that is new. So
+importing a bundle twice adds nothing, and the whole import is one transaction.
+"""
+
+import json
+import shutil
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
+from registry import __version__
+from registry.db import utcnow
+from registry.db.migrate import current_version
+from registry.db.write import allocate_ids, insert_rows
+from registry.errors import UserError
+
+FORMAT = "nodereg-bundle"
+FORMAT_VERSION = 1
+# columns that say whether two same-named nodes are the same hardware configuration
+NODE_CONTENT = ("cpu_model", "n_cpus", "cores", "sockets", "threads_per_core", "memory_bytes", "cpu_list")
+
+
+@dataclass(frozen=True)
+class Spec:
+    table: str
+    pk: str | None = None                      # surrogate key, re-keyed on import
+    identity: tuple[str, ...] = ()             # natural key or ('uid',): joins an existing row
+    parent: tuple[str, str] | None = None      # (column, table): imported only with a new parent
+    refs: dict = field(default_factory=dict)   # other key columns -> referenced table
+
+    @property
+    def sequence(self) -> str:
+        return f"{self.table}_id_seq"
+
+
+OWNER_TABLES = {"profile_run": "profile_runs", "phase": "phases"}  # signatures.owner_kind -> table
+SPECS = (
+    Spec("nodes", "node_id", ("name",)),
+    Spec("node_caches", parent=("node_id", "nodes")),
+    Spec("microbenchmarks", "ub_id", ("name",)),
+    Spec("ub_configs", "config_id", ("config_key",), refs={"ub_id": "microbenchmarks"}),
+    Spec("ub_streams", parent=("config_id", "ub_configs")),
+    Spec("apps", "app_id", ("name",)),
+    Spec("profiles", "profile_id", ("uid",), refs={"node_id": "nodes"}),
+    Spec("profile_runs", "run_id", parent=("profile_id", "profiles"), refs={"config_id": "ub_configs"}),
+    Spec("profile_reps", parent=("run_id", "profile_runs")),
+    Spec("traces", "trace_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
+    Spec("trace_samples", parent=("trace_id", "traces")),
+    Spec("phases", "phase_id", parent=("trace_id", "traces")),
+    Spec("phase_streams", parent=("phase_id", "phases")),
+    Spec("signatures"),  # polymorphic owner: handled through OWNER_TABLES
+    Spec("runs", "run_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
+    Spec("models", "model_id", ("uid",)),
+    Spec("predictions", "prediction_id", ("uid",), refs={"trace_id": "traces", "app_id": "apps", "node_id": "nodes"}),
+)
+
+
+def _read_table(conn: sa.Connection, table: str) -> pd.DataFrame:
+    return pd.read_sql(sa.text(f"SELECT * FROM {table}"), conn, dtype_backend="numpy_nullable")
+
+
+def export_bundle(conn: sa.Connection, path: Path) -> dict:
+    """Write every data table to `path` (a directory, or a .zip file); returns the manifest."""
+    path = Path(path)
+    if path.exists() and (path.is_file() or any(path.iterdir())):
+        raise UserError(f"{path} already exists: choose a new path for the bundle")
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": current_version(conn),
+                "tool_version": __version__, "created_at": utcnow().isoformat(), "tables": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        for spec in SPECS:
+            frame = _read_table(conn, spec.table)
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), out / f"{spec.table}.parquet")
+            manifest["tables"][spec.table] = len(frame)
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        try:
+            if path.suffix == ".zip":
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+                    for f in sorted(out.iterdir()):
+                        zf.write(f, f.name)
+            else:
+                shutil.copytree(out, path, dirs_exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot write bundle {path}: {exc.strerror or exc}") from None
+    return manifest
+
+
+@contextmanager
+def _opened(path: Path):
+    """The bundle's directory (a zip is unpacked to a temporary one)."""
+    path = Path(path)
+    if path.is_dir():
+        yield path
+        return
+    if not path.exists():
+        raise UserError(f"bundle {path} does not exist")
+    try:
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as zf:
+            zf.extractall(tmp)
+            yield Path(tmp)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UserError(f"bundle {path} is not a readable directory or zip file ({exc})") from None
+
+
+def _manifest(root: Path, path: Path, registry_version: int) -> dict:
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError):
+        raise UserError(f"bundle {path} has no readable manifest.json") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise UserError(f"{path} is not a nodereg bundle (manifest format {manifest.get('format')!r})")
+    if manifest.get("format_version", 0) > FORMAT_VERSION or manifest.get("schema_version", 0) > registry_version:
+        raise UserError(f"bundle {path} was written by a newer nodereg (schema {manifest.get('schema_version')}, "
+                        f"this registry has {registry_version}): upgrade nodereg")
+    return manifest
+
+
+# integer and boolean columns with NULLs must stay integer/boolean (not become float/object)
+_NULLABLE = {pa.int32(): pd.Int64Dtype(), pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+
+def _load_frames(root: Path, conn: sa.Connection, path: Path) -> dict[str, pd.DataFrame]:
+    frames = {}
+    for spec in SPECS:
+        file = root / f"{spec.table}.parquet"
+        if not file.exists():
+            frames[spec.table] = pd.DataFrame()
+            continue
+        try:
+            frame = pq.read_table(file).to_pandas(types_mapper=_NULLABLE.get)
+        except (pa.ArrowException, OSError) as exc:
+            raise UserError(f"bundle {path}: table {file.name} is unreadable ({' '.join(str(exc).split())[:120]})") from None
+        known = set(conn.execute(sa.text(f"SELECT * FROM {spec.table} WHERE 1 = 0")).keys())
+        extra = sorted(set(frame.columns) - known)
+        if extra:
+            raise UserError(f"bundle {path}: table {spec.table} has columns this registry lacks ({', '.join(extra)})")
+        frames[spec.table] = frame
+    return frames
+
+
+class _Importer:
+    def __init__(self, conn: sa.Connection, frames: dict[str, pd.DataFrame], rename: bool):
+        self.conn, self.frames, self.rename = conn, frames, rename
+        self.idmap: dict[str, dict] = {}      # table -> {bundle id: registry id}
+        self.new: dict[str, set] = {}         # table -> bundle ids inserted as new rows
+        self.added: dict[str, int] = {}
+        self.renamed: dict[str, str] = {}
+
+    def run(self) -> dict:
+        for spec in SPECS:
+            frame = self.frames[spec.table]
+            if frame.empty:
+                continue
+            if spec.table == "signatures":
+                keep = pd.Series(False, index=frame.index)
+                for kind, table in OWNER_TABLES.items():
+                    keep |= (frame["owner_kind"] == kind) & frame["owner_id"].isin(self.new.get(table, set()))
+                frame = frame[keep].copy()
+                for kind, table in OWNER_TABLES.items():
+                    mask = frame["owner_kind"] == kind
+                    frame.loc[mask, "owner_id"] = frame.loc[mask, "owner_id"].map(self.idmap.get(table, {}))
+            elif spec.identity:
+                frame = self._match_identity(spec, frame)
+            elif spec.parent:
+                col, table = spec.parent
+                frame = frame[frame[col].isin(self.new.get(table, set()))].copy()
+            self._insert(spec, frame)
+        return {"added": {t: n for t, n in self.added.items() if n}, "renamed": self.renamed}
+
+    def _existing(self, spec: Spec) -> pd.DataFrame:
+        cols = ", ".join(dict.fromkeys((spec.pk, *spec.identity, *(NODE_CONTENT if spec.table == "nodes" else ()))))
+        return pd.read_sql(sa.text(f"SELECT {cols} FROM {spec.table}"), self.conn, dtype_backend="numpy_nullable")
+
+    def _match_identity(self, spec: Spec, frame: pd.DataFrame) -> pd.DataFrame:
+        existing = self._existing(spec)
+        by_key = {tuple(r[c] for c in spec.identity): r for _, r in existing.iterrows()}
+        mapping = self.idmap.setdefault(spec.table, {})
+        fresh = []
+        for idx, row in frame.iterrows():
+            hit = by_key.get(tuple(row[c] for c in spec.identity))
+            if hit is not None and spec.table == "nodes" and not _same_node(hit, row):
+                if not self.rename:
+                    raise UserError(f"node {row['name']!r} exists in this registry with different hardware "
+                                    "(bundle: {}; here: {}): pass --rename to import it under a new name".format(
+                                        _node_text(row), _node_text(hit)))
+                new_name = self._free_name(row["name"], set(existing["name"]))
+                self.renamed[row["name"]] = new_name
+                frame.loc[idx, "name"] = new_name
+                hit = None
+            if hit is None:
+                fresh.append(idx)
+            else:
+                mapping[row[spec.pk]] = int(hit[spec.pk])
+        return frame.loc[fresh].copy()
+
+    def _free_name(self, name: str, taken: set) -> str:
+        taken = taken | set(self.renamed.values())
+        n = 2
+        while f"{name}-{n}" in taken:
+            n += 1
+        return f"{name}-{n}"
+
+    def _insert(self, spec: Spec, frame: pd.DataFrame) -> None:
+        if frame.empty:
+            return
+        refs = dict(spec.refs)
+        if spec.parent:
+            refs[spec.parent[0]] = spec.parent[1]
+        for col, table in refs.items():
+            mapping = self.idmap.get(table, {})
+            mapped = frame[col].map(lambda v, m=mapping: pd.NA if pd.isna(v) else m.get(v, -1))
+            if (mapped == -1).any():
+                raise UserError(f"bundle is inconsistent: {spec.table}.{col} points to a missing {table} row")
+            frame[col] = mapped.astype("Int64")
+        if spec.pk:
+            new_ids = allocate_ids(self.conn, spec.sequence, len(frame))
+            self.idmap.setdefault(spec.table, {}).update(zip(frame[spec.pk], new_ids))
+            self.new[spec.table] = set(frame[spec.pk])
+            frame[spec.pk] = new_ids
+        self.added[spec.table] = insert_rows(self.conn, spec.table, frame.reset_index(drop=True))
+
+
+def _same_node(a, b) -> bool:
+    return all((pd.isna(a[c]) and pd.isna(b[c])) or (not pd.isna(a[c]) and not pd.isna(b[c]) and a[c] == b[c])
+               for c in NODE_CONTENT)
+
+
+def _node_text(row) -> str:
+    return f"{row['cpu_model']}, {row['n_cpus']} CPUs, cpus={row['cpu_list']}"
+
+
+def import_bundle(conn: sa.Connection, path: Path, rename: bool = False) -> dict:
+    """Import a bundle into the registry behind `conn` (call inside one transaction)."""
+    with _opened(Path(path)) as root:
+        manifest = _manifest(root, Path(path), current_version(conn))
+        frames = _load_frames(root, conn, Path(path))
+    result = _Importer(conn, frames, rename).run()
+    result["manifest"] = manifest
+    return result

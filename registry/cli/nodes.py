@@ -1,0 +1,93 @@
+"""`nodereg nodes`: list, show and remove nodes."""
+
+import json
+import sys
+
+import sqlalchemy as sa
+import typer
+
+from registry.cli.app import app, state
+from registry.cli.output import console, print_json, print_table
+from registry.errors import UserError
+from registry.nodes import remove_node, require_node_id
+
+nodes_app = typer.Typer(help="List, show and remove nodes.", invoke_without_command=True)
+app.add_typer(nodes_app, name="nodes")
+
+_LIST_SQL = """
+SELECT name, cpu_model, n_cpus, cores, memory_bytes, cpu_list, source, profiles, last_profiled,
+       best_triad_gbs, best_fp64_gflops, measured_runs
+FROM v_nodes ORDER BY name"""
+
+
+@nodes_app.callback()
+def list_nodes(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the registered nodes (with `show` or `rm`: act on one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    reg = state(ctx).registry(readonly=True)
+    with reg.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(sa.text(_LIST_SQL))]
+    for r in rows:
+        mem = r.pop("memory_bytes")
+        r["memory_gib"] = round(mem / 2**30, 1) if mem else None
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(rows, ["name", "cpu_model", "n_cpus", "cores", "memory_gib", "cpu_list", "source", "profiles",
+                           "last_profiled", "best_triad_gbs", "best_fp64_gflops", "measured_runs"],
+                    empty="no nodes registered yet: run `nodereg profile NODE`")
+
+
+def node_details(conn: sa.Connection, name: str) -> dict:
+    node_id = require_node_id(conn, name)
+    node = dict(conn.execute(sa.text("SELECT * FROM nodes WHERE node_id = :id"), {"id": node_id}).one()._mapping)
+    inv = node.pop("inventory_json")
+    node["inventory"] = json.loads(inv) if inv else None
+    node["caches"] = [dict(r._mapping) for r in conn.execute(sa.text(
+        "SELECT level, cache_type, size_bytes, line_bytes, shared_by, instances FROM node_caches "
+        "WHERE node_id = :id ORDER BY level, cache_type"), {"id": node_id})]
+    node["profiles"] = [dict(r._mapping) for r in conn.execute(sa.text(
+        "SELECT p.uid, p.mode, p.started_at, p.duration_s, p.cpu_list, p.compiler, "
+        "(SELECT count(*) FROM profile_runs r WHERE r.profile_id = p.profile_id) AS configs "
+        "FROM profiles p WHERE p.node_id = :id ORDER BY p.profile_id"), {"id": node_id})]
+    node["traces"] = conn.execute(sa.text("SELECT count(*) FROM traces WHERE node_id = :id"), {"id": node_id}).scalar()
+    node["runs"] = conn.execute(sa.text("SELECT count(*) FROM runs WHERE node_id = :id"), {"id": node_id}).scalar()
+    return node
+
+
+@nodes_app.command("show")
+def show(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
+         as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show one node: inventory, caches, profiles, traces and runs."""
+    reg = state(ctx).registry(readonly=True)
+    with reg.connect() as conn:
+        node = node_details(conn, name)
+    if as_json:
+        print_json(node)
+        return
+    head = {k: node[k] for k in ("name", "cpu_model", "n_cpus", "cores", "sockets", "threads_per_core",
+                                 "numa_nodes", "memory_bytes", "max_mhz", "cpu_list", "host", "kernel",
+                                 "compiler", "source", "created_at", "traces", "runs")}
+    print_table([{"field": k, "value": v} for k, v in head.items()], ["field", "value"], title=f"node {name}")
+    if node["caches"]:
+        print_table(node["caches"], title="caches")
+    print_table(node["profiles"], title="profiles", empty="no profiles")
+
+
+@nodes_app.command("rm")
+def rm(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
+       yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
+    """Remove a node and everything measured on it (profiles, traces, runs, predictions)."""
+    reg = state(ctx).registry()
+    with reg.connect() as conn:
+        require_node_id(conn, name)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"refusing to remove node {name!r} without confirmation: pass --yes")
+        if not typer.confirm(f"Remove node {name!r} and everything measured on it?"):
+            raise UserError("not removed")
+    with reg.begin() as conn:
+        counts = remove_node(conn, require_node_id(conn, name))
+    detail = ", ".join(f"{n} {t}" for t, n in counts.items() if n and t != "nodes")
+    console.print(f"removed node {name}" + (f" ({detail})" if detail else ""))

@@ -1,0 +1,76 @@
+"""Printing results: rich tables for people, JSON and CSV for programs.
+
+JSON and CSV go through plain `print` (never wrapped or coloured); tables and progress use rich.
+Messages for people go to stderr so that stdout stays parseable.
+"""
+
+import csv
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _plain(value):
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()  # numpy scalar
+    return value
+
+
+def to_jsonable(obj):
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    return _plain(obj)
+
+
+def print_json(obj) -> None:
+    print(json.dumps(to_jsonable(obj), indent=2, allow_nan=False))
+
+
+def fmt_value(value) -> str:
+    value = _plain(value)
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if value == 0 or 1e-3 <= abs(value) < 1e6:
+            return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+        return f"{value:.3e}"
+    return str(value)
+
+
+def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *, title: str | None = None,
+                empty: str = "(no rows)") -> None:
+    columns = list(columns or (rows[0].keys() if rows else []))
+    if not rows:
+        err_console.print(empty)
+        return
+    table = Table(title=title, header_style="bold")
+    for col in columns:
+        numeric = all(isinstance(_plain(r.get(col)), (int, float)) or r.get(col) is None for r in rows)
+        table.add_column(col, justify="right" if numeric else "left", overflow="fold")
+    for r in rows:
+        table.add_row(*(fmt_value(r.get(c)) for c in columns))
+    console.print(table)
+
+
+def print_csv(rows: Iterable[Sequence], columns: Sequence[str]) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if v is None else _plain(v) for v in row])

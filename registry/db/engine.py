@@ -1,0 +1,138 @@
+"""Opening a registry: engine creation, first-use initialisation, read-only mode, lock waits.
+
+Read-only is enforced by the database connection (DuckDB `read_only`, PostgreSQL read-only
+transactions), never by inspecting SQL text.
+"""
+
+import re
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from registry.db import migrate as _migrate
+from registry.db.url import duckdb_path, mask, resolve_url
+from registry.errors import UserError
+
+_LOCK = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
+
+
+@dataclass
+class Registry:
+    """An open registry: the engine plus what callers need to know about it."""
+
+    engine: sa.Engine
+    url: sa.URL
+    readonly: bool
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def display_url(self) -> str:
+        return mask(self.url)
+
+    def begin(self):
+        """A transaction: everything inside commits together or not at all."""
+        return self.engine.begin()
+
+    def connect(self):
+        return self.engine.connect()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_registry(url_text: str | None = None, *, readonly: bool = False, wait_s: float = 0.0,
+                  migrate: bool = True) -> Registry:
+    """Open (and on first use create) the registry at `url_text` (see resolve_url).
+
+    A writable open brings an older schema up to date; a read-only open of a registry that has
+    no schema yet initialises it first through a short-lived writable connection.
+    """
+    url = resolve_url(url_text)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return _open(url, readonly=readonly, migrate=migrate)
+        except UserError as exc:
+            if "in use by another process" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _open(url: sa.URL, *, readonly: bool, migrate: bool) -> Registry:
+    path = duckdb_path(url)
+    if path is not None:
+        if path.exists() and path.is_dir():
+            raise UserError(f"registry path {path} is a directory, not a DuckDB file")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create the registry directory {path.parent}: {exc.strerror}") from None
+    if readonly and (path is None or path.exists()):
+        # make sure a schema exists before opening read-only (a brand-new registry is empty)
+        eng = _engine(url, readonly=True)
+        version = _probe_version(eng, url)
+        if version:
+            try:
+                _migrate.check_compatible(version)
+            except UserError:
+                eng.dispose()
+                raise
+            return Registry(eng, url, readonly=True)
+        eng.dispose()
+    eng = _engine(url, readonly=False)
+    if migrate:
+        try:
+            _migrate.migrate(eng)
+        except UserError:
+            eng.dispose()
+            raise
+        except Exception as exc:  # noqa: BLE001 - any driver failure becomes one line
+            eng.dispose()
+            raise db_error(exc, url) from None
+    if readonly:
+        eng.dispose()
+        return Registry(_engine(url, readonly=True), url, readonly=True)
+    return Registry(eng, url, readonly=False)
+
+
+def _probe_version(eng: sa.Engine, url: sa.URL) -> int:
+    try:
+        with eng.connect() as conn:
+            return _migrate.current_version(conn)
+    except Exception as exc:  # noqa: BLE001
+        eng.dispose()
+        raise db_error(exc, url) from None
+
+
+def _engine(url: sa.URL, *, readonly: bool) -> sa.Engine:
+    if url.get_backend_name() == "duckdb":
+        args = {"read_only": True} if readonly else {}
+        return sa.create_engine(url, connect_args=args, poolclass=sa.pool.SingletonThreadPool)
+    try:
+        eng = sa.create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError:
+        raise UserError("PostgreSQL support needs psycopg: pip install 'nodereg[postgres]'") from None
+    if readonly:
+        eng = eng.execution_options(postgresql_readonly=True)
+    return eng
+
+
+def db_error(exc: BaseException, url: sa.URL | None = None) -> UserError:
+    """Translate any database/driver exception into one clear line."""
+    orig = getattr(exc, "orig", None) or exc
+    first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    where = f" ({mask(url)})" if url is not None else ""
+    m = _LOCK.search(str(orig))
+    if m:
+        return UserError(f"registry{where} is in use by another process (PID {m['pid']}: {m['prog']}); "
+                         "wait for it, or pass --wait SECONDS")
+    low = first.lower()
+    if "read-only" in low or "read only" in low:
+        return UserError(f"the registry is opened read-only; statement rejected: {first}")
+    if "not a valid duckdb database" in low or "corrupt" in low:
+        return UserError(f"registry file{where} is not a valid DuckDB database: {first}")
+    return UserError(f"database error{where}: {first}")

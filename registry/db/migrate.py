@@ -1,0 +1,85 @@
+"""Numbered SQL migrations from schema/migrations, recorded in the schema_version table.
+
+A file `NNNN_name.sql` holds statements separated by lines containing only ';' (so that a
+statement may itself contain semicolons in strings). Each migration runs in its own transaction.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from registry import __version__
+from registry.db.time import utcnow
+from registry.errors import UserError
+from registry.resources import data_dir
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_VERSION_DDL = """CREATE TABLE schema_version (
+    version      INTEGER PRIMARY KEY,
+    name         VARCHAR NOT NULL,
+    applied_at   TIMESTAMP NOT NULL,
+    tool_version VARCHAR NOT NULL
+)"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    def statements(self) -> list[str]:
+        text = self.path.read_text()
+        parts = re.split(r"(?m)^\s*;\s*$", text)
+        return [p.strip() for p in parts if _strip_comments(p).strip()]
+
+
+def _strip_comments(sql: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+
+
+def available() -> list[Migration]:
+    found = []
+    for path in sorted((data_dir("schema") / "migrations").glob("*.sql")):
+        m = _NAME.match(path.name)
+        if m:
+            found.append(Migration(int(m.group(1)), m.group(2), path))
+    return found
+
+
+def latest_version() -> int:
+    return max(m.version for m in available())
+
+
+def current_version(conn: sa.Connection) -> int:
+    """Schema version of the registry behind `conn`; 0 for an empty database."""
+    if not sa.inspect(conn).has_table("schema_version"):
+        return 0
+    return conn.execute(sa.text("SELECT coalesce(max(version), 0) FROM schema_version")).scalar_one()
+
+
+def check_compatible(version: int) -> None:
+    if version > latest_version():
+        raise UserError(f"this registry has schema version {version}, newer than this nodereg "
+                        f"({__version__}, schema {latest_version()}): upgrade nodereg to use it")
+
+
+def migrate(engine: sa.Engine) -> tuple[int, int]:
+    """Bring the schema to the latest version; returns (version before, version after)."""
+    with engine.begin() as conn:
+        before = current_version(conn)
+        check_compatible(before)
+        if not sa.inspect(conn).has_table("schema_version"):
+            conn.execute(sa.text(_VERSION_DDL))
+    for mig in available():
+        if mig.version <= before:
+            continue
+        with engine.begin() as conn:
+            for stmt in mig.statements():
+                conn.execute(sa.text(stmt))
+            conn.execute(sa.text("INSERT INTO schema_version (version, name, applied_at, tool_version) "
+                                 "VALUES (:v, :n, :t, :tv)"),
+                         {"v": mig.version, "n": mig.name, "t": utcnow(), "tv": __version__})
+    return before, latest_version()

@@ -1,0 +1,87 @@
+"""Writes that are fast on both backends.
+
+Row-by-row executemany costs ~0.3 ms a row on DuckDB, so bulk rows go through a DataFrame:
+DuckDB scans it directly (INSERT ... SELECT), PostgreSQL receives it with COPY. Both run on the
+caller's connection, inside the caller's transaction.
+"""
+
+import uuid
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+
+def new_uid() -> str:
+    return str(uuid.uuid4())
+
+
+def insert_returning(conn: sa.Connection, table: str, row: Mapping, key: str) -> int:
+    """Insert one row and return its generated key."""
+    cols = list(row)
+    sql = (f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) "
+           f"RETURNING {key}")
+    return conn.execute(sa.text(sql), dict(row)).scalar_one()
+
+
+def allocate_ids(conn: sa.Connection, sequence: str, n: int) -> list[int]:
+    """Reserve `n` values of a sequence (for parents whose children are bulk-inserted)."""
+    if n <= 0:
+        return []
+    res = conn.execute(sa.text(f"SELECT nextval('{sequence}') FROM generate_series(1, :n)"), {"n": n})
+    return [r[0] for r in res]
+
+
+def insert_rows(conn: sa.Connection, table: str, rows: Sequence[Mapping] | pd.DataFrame) -> int:
+    """Insert many rows (dicts with the same keys, or a DataFrame); returns the row count."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if frame.empty:
+        return 0
+    frame = _nulls_for_nan(frame)
+    dialect = conn.dialect.name
+    if dialect == "duckdb":
+        _insert_duckdb(conn, table, frame)
+    elif dialect == "postgresql":
+        _insert_postgres(conn, table, frame)
+    else:  # pragma: no cover - only the two supported backends reach here
+        cols = list(frame.columns)
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})"
+        conn.execute(sa.text(sql), frame.to_dict("records"))
+    return len(frame)
+
+
+def _nulls_for_nan(frame: pd.DataFrame) -> pd.DataFrame:
+    """Missing floats must arrive as SQL NULL, not as the float NaN."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype.kind == "f" and out[col].isna().any():
+            out[col] = out[col].astype("Float64")
+    return out
+
+
+def _insert_duckdb(conn: sa.Connection, table: str, frame: pd.DataFrame) -> None:
+    raw = conn.connection.driver_connection
+    name = f"_nodereg_insert_{uuid.uuid4().hex}"
+    cols = ", ".join(frame.columns)
+    raw.register(name, frame)
+    try:
+        raw.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")
+    finally:
+        raw.unregister(name)
+
+
+def _insert_postgres(conn: sa.Connection, table: str, frame: pd.DataFrame) -> None:
+    raw = conn.connection.driver_connection
+    cols = ", ".join(frame.columns)
+    values = frame.astype(object).where(frame.notna(), None)
+    with raw.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+        for row in values.itertuples(index=False, name=None):
+            copy.write_row([_plain(v) for v in row])
+
+
+def _plain(value):
+    """numpy scalars -> Python scalars for the COPY writer."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

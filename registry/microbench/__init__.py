@@ -1,0 +1,1 @@
+"""Building and running the C/OpenMP kernels shipped in microbench/."""

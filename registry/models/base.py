@@ -1,0 +1,212 @@
+"""The model plugin API: two kinds of model share one registry of plugins.
+
+* **Projection models** answer "how long would this phase/app take on node X?" from a
+  *reference set*: things measured on the base node (their signatures) *and* on every node
+  (their times). For `nodereg match` the references are microbenchmark configs (signature on the
+  base node, time per iteration on each node); for `nodereg evaluate` on the Lumos data they are
+  the other applications (sar signature on the base VM, measured runtimes on each VM). The query
+  is a signature measured on the base node plus its base time. A model predicts the log of the
+  node-to-base time ratio; the time is base time x exp(prediction).
+* **Scaling models** answer "how long at n threads?" from runs of one app on one node at a few
+  thread counts (Barnes log-log, Downey/ADEPT, Amdahl).
+
+Plugins register under the entry-point group ``nodereg.models`` (see ``registry.models.plugins``).
+A model says what it needs in ``needs``; fitted parameters round-trip through ``params()`` /
+``from_params()`` (JSON-able data, never pickles: a shared registry must not execute what it
+loads) so that they can be stored in the registry's ``models`` table (``registry.models.store``).
+Every prediction carries an interval and the warnings that apply to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from registry.errors import UserError
+
+# what a model can need (declared in Model.needs)
+NEEDS_SIGNATURES = "signatures"        # query + reference signatures on the base node
+NEEDS_NODE_FEATURES = "node_features"  # per-node profile features (bandwidths, peaks, inventory)
+NEEDS_STREAMS = "streams"              # thesis stream descriptors (size, stride, dtype, access)
+NEEDS_SCALING_RUNS = "scaling_runs"    # runs of one app at several thread counts
+
+
+@dataclass
+class ReferenceSet:
+    """What projection models learn from, all seen from one base node."""
+
+    base_node: str
+    features: pd.DataFrame          # index: reference id; columns: 'source.metric'; measured on the base node
+    log_ratio: pd.DataFrame         # index: reference id; columns: node; ln(time on node / time on base); NaN = unmeasured
+    node_features: pd.DataFrame | None = None   # index: node; numeric profile features
+    feature_weights: dict[str, float] = field(default_factory=dict)  # 'source.metric' or 'source.*' -> weight
+
+    def nodes(self) -> list[str]:
+        return list(self.log_ratio.columns)
+
+
+@dataclass
+class Query:
+    """One phase (or whole app) measured on the base node."""
+
+    name: str
+    features: pd.Series             # 'source.metric' -> value, on the base node
+    base_time_s: float
+
+
+@dataclass
+class NodePrediction:
+    node: str
+    predicted_s: float
+    low_s: float
+    high_s: float
+    explanation: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScalingPrediction:
+    threads: int
+    predicted_s: float
+    low_s: float
+    high_s: float
+    warnings: list[str] = field(default_factory=list)   # the warnings that concern this target only
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One data cache level of a node, enough to tell whether a working set fits in it."""
+
+    level: int
+    size_bytes: int
+    shared_by: int = 1      # CPUs sharing one instance
+    instances: int = 1      # instances in the node
+
+    def capacity(self, threads: int) -> int:
+        """Bytes of this level that `threads` threads placed compactly can use together."""
+        used = -(-max(1, int(threads)) // max(1, self.shared_by))
+        return self.size_bytes * max(1, min(self.instances, used))
+
+
+@dataclass
+class ScalingContext:
+    """Optional facts about the runs; each scaling model uses the ones it understands.
+
+    * ``comm_s``: per split method ('MAX' = the slowest rank's computation and its communication,
+      'CP' = along the critical path), the communication seconds of each run; computation is the
+      run's time minus that. Barnes's SEP technique needs it; a plain timing has none.
+    * ``working_set_bytes``: the app's total working set (strong scaling: fixed over thread counts).
+    * ``caches``: the node's data caches, for the working-set-crosses-a-cache warning.
+    * ``inputs``: Barnes's input variables x_i per run (problem sizes), modelled as log2(x_i) terms.
+    """
+
+    comm_s: dict[str, np.ndarray] = field(default_factory=dict)
+    working_set_bytes: float | None = None
+    caches: list[CacheLevel] = field(default_factory=list)
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Model:
+    """Base class of every model plugin."""
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    kind: ClassVar[str]             # 'projection' | 'scaling'
+    description: ClassVar[str]      # one line, shown by `nodereg models`
+    needs: ClassVar[frozenset[str]] = frozenset()
+    warnings: list[str]             # warnings about the fit as a whole (set by fit)
+
+    def params(self) -> dict:
+        """Fitted parameters (and options) as JSON-able data, stored in the registry's models table."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_params(cls, params: dict) -> Model:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One paragraph on the fitted model, for people."""
+        return self.description
+
+    def _warn(self, message: str) -> None:
+        found = self.__dict__.setdefault("warnings", [])
+        if message not in found:
+            found.append(message)
+
+
+class ProjectionModel(Model):
+    kind = "projection"
+
+    def fit(self, refs: ReferenceSet) -> ProjectionModel:
+        raise NotImplementedError
+
+    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        raise NotImplementedError
+
+
+class ScalingModel(Model):
+    """Runtime of one app on one node as a function of the thread (process) count."""
+
+    kind = "scaling"
+    needs = frozenset({NEEDS_SCALING_RUNS})
+    min_thread_counts: ClassVar[int] = 2   # distinct thread counts the fit needs
+
+    def fit(self, threads: np.ndarray, times: np.ndarray, context: ScalingContext | None = None) -> ScalingModel:
+        raise NotImplementedError
+
+    def predict(self, threads: list[int]) -> list[ScalingPrediction]:
+        raise NotImplementedError
+
+    def _check_runs(self, threads, times) -> tuple[np.ndarray, np.ndarray]:
+        """Validated float arrays; too few distinct thread counts is the user's to fix (more runs)."""
+        n = np.asarray(threads, dtype=float).ravel()
+        t = np.asarray(times, dtype=float).ravel()
+        if n.shape != t.shape:
+            raise ValueError("threads and times differ in length")
+        if not (np.all(np.isfinite(n)) and np.all(n >= 1)):
+            raise UserError("thread counts must be integers >= 1")
+        if not (np.all(np.isfinite(t)) and np.all(t > 0)):
+            raise UserError("run times must be positive numbers of seconds")
+        distinct = np.unique(n).size
+        if distinct < self.min_thread_counts:
+            raise UserError(f"the {self.name} model needs runs at >= {self.min_thread_counts} different thread "
+                            f"counts, got {distinct}")
+        return n, t
+
+
+def check_targets(threads) -> list[int]:
+    targets = [int(n) for n in threads]
+    if any(n < 1 for n in targets):
+        raise UserError("prediction thread counts must be >= 1")
+    return targets
+
+
+def log_interval(predicted: np.ndarray, half_width_log: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An interval that is symmetric in log space (times are positive; errors are relative)."""
+    predicted = np.asarray(predicted, dtype=float)
+    half = np.asarray(half_width_log, dtype=float)
+    return predicted * np.exp(-half), predicted * np.exp(half)
+
+
+def superlinear_pairs(threads: np.ndarray, times: np.ndarray, tolerance: float = 0.05) -> list[tuple[int, int, float]]:
+    """Consecutive thread counts whose measured speed-up beats the ideal by more than `tolerance`.
+
+    Returns (n_low, n_high, measured speed-up); repeated runs are reduced to their median first.
+    """
+    frame = pd.DataFrame({"n": threads, "t": times}).groupby("n")["t"].median().sort_index()
+    out = []
+    ns, ts = frame.index.to_numpy(), frame.to_numpy()
+    for i in range(len(ns) - 1):
+        speedup = ts[i] / ts[i + 1]
+        if speedup > (ns[i + 1] / ns[i]) * (1 + tolerance):
+            out.append((int(ns[i]), int(ns[i + 1]), float(speedup)))
+    return out
+
+
+def median_by_threads(threads: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Repeated runs at one thread count reduced to their median (sorted by thread count)."""
+    frame = pd.DataFrame({"n": threads, "t": times}).groupby("n")["t"].median().sort_index()
+    return frame.index.to_numpy(dtype=float), frame.to_numpy(dtype=float)

@@ -1,0 +1,101 @@
+"""Nodes in the registry: create from an inventory, look up by name, list, remove.
+
+A node's identity is its name. Re-profiling a node with a different inventory is allowed (the
+machine was upgraded, a restriction changed): its inventory columns are updated and its old
+profiles stay, each with its own provenance.
+"""
+
+import json
+
+import sqlalchemy as sa
+
+from registry.db import utcnow
+from registry.db.write import insert_returning, insert_rows
+from registry.errors import UserError
+from registry.inventory import Inventory
+
+NODE_COLUMNS = ("name", "host", "cpu_list", "n_cpus", "cpu_model", "sockets", "cores", "threads_per_core",
+                "numa_nodes", "memory_bytes", "max_mhz", "kernel", "compiler", "inventory_json", "source")
+
+
+def inventory_row(name: str, inv: Inventory, source: str) -> dict:
+    return {
+        "name": name, "host": inv.hostname, "cpu_list": inv.cpu_list if inv.restricted else None,
+        "n_cpus": inv.cpu_count, "cpu_model": inv.cpu_model, "sockets": inv.sockets, "cores": inv.cores,
+        "threads_per_core": inv.threads_per_core, "numa_nodes": inv.numa_nodes,
+        "memory_bytes": inv.memory_bytes, "max_mhz": inv.max_mhz, "kernel": inv.kernel,
+        "compiler": inv.compiler, "inventory_json": json.dumps(inv.to_dict(), sort_keys=True),
+        "source": source,
+    }
+
+
+def find_node_id(conn: sa.Connection, name: str) -> int | None:
+    return conn.execute(sa.text("SELECT node_id FROM nodes WHERE name = :n"), {"n": name}).scalar()
+
+
+def require_node_id(conn: sa.Connection, name: str) -> int:
+    node_id = find_node_id(conn, name)
+    if node_id is None:
+        known = [r[0] for r in conn.execute(sa.text("SELECT name FROM nodes ORDER BY name LIMIT 8"))]
+        hint = f" (known: {', '.join(known)})" if known else " (the registry has no nodes yet)"
+        raise UserError(f"unknown node {name!r}{hint}")
+    return node_id
+
+
+def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, source: str = "profile") -> int:
+    """The node's id, creating it (or refreshing its inventory when `inv` is given)."""
+    if not name or not name.strip():
+        raise UserError("a node name must not be empty")
+    node_id = find_node_id(conn, name)
+    row = inventory_row(name, inv, source) if inv is not None else {"name": name, "source": source}
+    if node_id is None:
+        node_id = insert_returning(conn, "nodes", {**row, "created_at": utcnow()}, "node_id")
+    elif inv is not None:
+        sets = ", ".join(f"{c} = :{c}" for c in row if c not in ("name", "source"))
+        conn.execute(sa.text(f"UPDATE nodes SET {sets} WHERE node_id = :node_id"), {**row, "node_id": node_id})
+        conn.execute(sa.text("DELETE FROM node_caches WHERE node_id = :id"), {"id": node_id})
+    if inv is not None:
+        insert_rows(conn, "node_caches", [
+            {"node_id": node_id, "level": c.level, "cache_type": c.type, "size_bytes": c.size_bytes,
+             "line_bytes": c.line_bytes, "shared_by": c.shared_by, "instances": c.instances}
+            for c in inv.caches])
+    return node_id
+
+
+def node_inventory(conn: sa.Connection, name: str) -> Inventory | None:
+    """The stored inventory of a node (None for nodes created without one, e.g. by imports)."""
+    text = conn.execute(sa.text("SELECT inventory_json FROM nodes WHERE name = :n"), {"n": name}).scalar()
+    return Inventory.from_dict(json.loads(text)) if text else None
+
+
+def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
+    """Delete a node and everything measured on it, children first; returns rows deleted per table.
+
+    References are logical (see schema/migrations/0001_initial.sql), so children go first, by hand.
+    """
+    q = {
+        "profile_runs": "SELECT r.run_id FROM profile_runs r JOIN profiles p ON p.profile_id = r.profile_id "
+                        "WHERE p.node_id = :id",
+        "traces": "SELECT trace_id FROM traces WHERE node_id = :id",
+        "phases": "SELECT ph.phase_id FROM phases ph JOIN traces t ON t.trace_id = ph.trace_id WHERE t.node_id = :id",
+    }
+    steps = [
+        ("signatures", f"owner_kind = 'profile_run' AND owner_id IN ({q['profile_runs']})"),
+        ("signatures", f"owner_kind = 'phase' AND owner_id IN ({q['phases']})"),
+        ("profile_reps", f"run_id IN ({q['profile_runs']})"),
+        ("profile_runs", "profile_id IN (SELECT profile_id FROM profiles WHERE node_id = :id)"),
+        ("profiles", "node_id = :id"),
+        ("phase_streams", f"phase_id IN ({q['phases']})"),
+        ("phases", f"trace_id IN ({q['traces']})"),
+        ("trace_samples", f"trace_id IN ({q['traces']})"),
+        ("predictions", f"node_id = :id OR trace_id IN ({q['traces']})"),
+        ("traces", "node_id = :id"),
+        ("runs", "node_id = :id"),
+        ("node_caches", "node_id = :id"),
+        ("nodes", "node_id = :id"),
+    ]
+    counts: dict[str, int] = {}
+    for table, where in steps:
+        res = conn.execute(sa.text(f"DELETE FROM {table} WHERE {where}"), {"id": node_id})
+        counts[table] = counts.get(table, 0) + max(res.rowcount or 0, 0)
+    return counts

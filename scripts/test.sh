@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up (a fresh virtual environment with the project and its test extras) and run the test suite.
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${NODEREG_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+exec "$VENV/bin/python" -m pytest "$@"
