@@ -4,12 +4,51 @@
 calls), so exit codes and the one-line error contract are what users get.
 """
 
+import os
 import sys
+import uuid
 from dataclasses import dataclass
 
 import pytest
+import sqlalchemy as sa
 
 from registry.cli import main
+
+# PostgreSQL comes from the environment libpq reads (PGHOST, PGPORT, PGUSER, PGPASSWORD), as set by
+# Debian's `pg_virtualenv`, which .ci/run uses. Without one, PostgreSQL cases are skipped, unless
+# NODEREG_REQUIRE_PG is set (as in CI), where a missing server is a failure.
+BACKENDS = ["duckdb", "postgresql"]
+both_backends = pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
+
+
+def pg_server_url(database: str = "postgres") -> str | None:
+    if not os.environ.get("PGHOST"):
+        return None
+    user, password = os.environ.get("PGUSER", "postgres"), os.environ.get("PGPASSWORD", "")
+    auth = f"{user}:{password}" if password else user
+    return f"postgresql://{auth}@{os.environ['PGHOST']}:{os.environ.get('PGPORT', '5432')}/{database}"
+
+
+def _pg_admin() -> sa.Engine:
+    return sa.create_engine(pg_server_url().replace("postgresql://", "postgresql+psycopg://"),
+                            isolation_level="AUTOCOMMIT")
+
+
+@pytest.fixture
+def pg_database(request):
+    """A fresh, empty PostgreSQL database for one test (dropped afterwards)."""
+    if pg_server_url() is None:
+        if os.environ.get("NODEREG_REQUIRE_PG"):
+            pytest.fail("NODEREG_REQUIRE_PG is set but no PostgreSQL server is configured (PGHOST)")
+        pytest.skip("no PostgreSQL server: run the tests under pg_virtualenv (as .ci/run does)")
+    name = f"nodereg_test_{uuid.uuid4().hex[:12]}"
+    admin = _pg_admin()
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    yield pg_server_url(name)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
 
 
 @dataclass
@@ -20,8 +59,11 @@ class Result:
 
 
 @pytest.fixture
-def db_url(tmp_path, monkeypatch):
-    url = f"duckdb:///{tmp_path / 'registry.duckdb'}"
+def db_url(request, tmp_path, monkeypatch):
+    """The registry URL of this test (DuckDB; tests marked `both_backends` also run on PostgreSQL)."""
+    backend = getattr(request, "param", "duckdb")
+    url = request.getfixturevalue("pg_database") if backend == "postgresql" else \
+        f"duckdb:///{tmp_path / 'registry.duckdb'}"
     monkeypatch.setenv("NODEREG_DB", url)
     return url
 

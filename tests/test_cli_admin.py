@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 from registry_data import populate
 
 from registry.db import open_registry
@@ -33,6 +33,7 @@ def test_inventory_table_and_bad_cpus(cli):
     assert_one_line_error(cli("inventory", "--cpus", "4096"), "not online")
 
 
+@both_backends
 def test_sql_formats(cli, db_url):
     _populated(db_url)
     csv = cli("sql", "SELECT name, n_cpus FROM nodes ORDER BY name", "--format", "csv")
@@ -45,6 +46,7 @@ def test_sql_formats(cli, db_url):
     assert cli("sql", "SELECT '12:30' AS t", "-f", "csv").out.splitlines()[1] == "12:30"
 
 
+@both_backends
 def test_sql_is_read_only_by_connection(cli, db_url):
     _populated(db_url)
     for stmt in ("DELETE FROM nodes", "INSERT INTO apps (name, created_at) VALUES ('x', now())",
@@ -55,6 +57,7 @@ def test_sql_is_read_only_by_connection(cli, db_url):
     assert_one_line_error(cli("sql", "SELEC oops"), "error")
 
 
+@both_backends
 def test_nodes_list_show_rm(cli, db_url):
     _populated(db_url, node="n1")
     _populated(db_url, node="n2", app="app2")
@@ -76,6 +79,7 @@ def test_nodes_list_show_rm(cli, db_url):
     assert_one_line_error(cli("nodes", "rm", "n1", "--yes"), "unknown node")
 
 
+@both_backends
 def test_empty_registry_listing(cli):
     res = cli("nodes")
     assert res.code == 0 and "no nodes" in res.err

@@ -1,7 +1,7 @@
 """Registry opening: URL choice, first-use creation, migrations, version refusal, bad files."""
 
 import sqlalchemy as sa
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry, resolve_url
 from registry.db.migrate import latest_version
@@ -26,6 +26,7 @@ def test_default_registry_is_created_on_first_use(tmp_path, monkeypatch, cli):
     assert (tmp_path / "xdg" / "nodereg" / "registry.duckdb").exists()
 
 
+@both_backends
 def test_migrations_record_versions_and_views_exist(db_url):
     reg = open_registry(db_url)
     with reg.connect() as conn:
@@ -40,6 +41,7 @@ def test_migrations_record_versions_and_views_exist(db_url):
     reopened.close()
 
 
+@both_backends
 def test_newer_schema_is_refused(db_url, cli):
     reg = open_registry(db_url)
     with reg.begin() as conn:
