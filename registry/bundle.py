@@ -12,7 +12,6 @@ import shutil
 import tempfile
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +22,7 @@ import sqlalchemy as sa
 from registry import __version__
 from registry.db import utcnow
 from registry.db.migrate import current_version
+from registry.db.relations import OWNER_TABLES, SPECS, Spec
 from registry.db.write import allocate_ids, insert_rows
 from registry.errors import UserError
 
@@ -30,41 +30,6 @@ FORMAT = "nodereg-bundle"
 FORMAT_VERSION = 1
 # columns that say whether two same-named nodes are the same hardware configuration
 NODE_CONTENT = ("cpu_model", "n_cpus", "cores", "sockets", "threads_per_core", "memory_bytes", "cpu_list")
-
-
-@dataclass(frozen=True)
-class Spec:
-    table: str
-    pk: str | None = None                      # surrogate key, re-keyed on import
-    identity: tuple[str, ...] = ()             # natural key or ('uid',): joins an existing row
-    parent: tuple[str, str] | None = None      # (column, table): imported only with a new parent
-    refs: dict = field(default_factory=dict)   # other key columns -> referenced table
-
-    @property
-    def sequence(self) -> str:
-        return f"{self.table}_id_seq"
-
-
-OWNER_TABLES = {"profile_run": "profile_runs", "phase": "phases"}  # signatures.owner_kind -> table
-SPECS = (
-    Spec("nodes", "node_id", ("name",)),
-    Spec("node_caches", parent=("node_id", "nodes")),
-    Spec("microbenchmarks", "ub_id", ("name",)),
-    Spec("ub_configs", "config_id", ("config_key",), refs={"ub_id": "microbenchmarks"}),
-    Spec("ub_streams", parent=("config_id", "ub_configs")),
-    Spec("apps", "app_id", ("name",)),
-    Spec("profiles", "profile_id", ("uid",), refs={"node_id": "nodes"}),
-    Spec("profile_runs", "run_id", parent=("profile_id", "profiles"), refs={"config_id": "ub_configs"}),
-    Spec("profile_reps", parent=("run_id", "profile_runs")),
-    Spec("traces", "trace_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
-    Spec("trace_samples", parent=("trace_id", "traces")),
-    Spec("phases", "phase_id", parent=("trace_id", "traces")),
-    Spec("phase_streams", parent=("phase_id", "phases")),
-    Spec("signatures"),  # polymorphic owner: handled through OWNER_TABLES
-    Spec("runs", "run_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
-    Spec("models", "model_id", ("uid",)),
-    Spec("predictions", "prediction_id", ("uid",), refs={"trace_id": "traces", "app_id": "apps", "node_id": "nodes"}),
-)
 
 
 def _read_table(conn: sa.Connection, table: str) -> pd.DataFrame:

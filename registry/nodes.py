@@ -10,7 +10,7 @@ import json
 import sqlalchemy as sa
 
 from registry.db import utcnow
-from registry.db.write import insert_returning, insert_rows
+from registry.db.write import get_or_create, insert_rows
 from registry.errors import UserError
 from registry.inventory import Inventory
 
@@ -46,15 +46,12 @@ def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, so
     """The node's id, creating it (or refreshing its inventory when `inv` is given)."""
     if not name or not name.strip():
         raise UserError("a node name must not be empty")
-    node_id = find_node_id(conn, name)
     row = inventory_row(name, inv, source) if inv is not None else {"name": name, "source": source}
-    if node_id is None:
-        node_id = insert_returning(conn, "nodes", {**row, "created_at": utcnow()}, "node_id")
-    elif inv is not None:
+    node_id = get_or_create(conn, "nodes", {"name": name}, {**row, "created_at": utcnow()}, "node_id")
+    if inv is not None:  # refresh: the node may have been created bare (by runs) or re-inventoried
         sets = ", ".join(f"{c} = :{c}" for c in row if c not in ("name", "source"))
         conn.execute(sa.text(f"UPDATE nodes SET {sets} WHERE node_id = :node_id"), {**row, "node_id": node_id})
         conn.execute(sa.text("DELETE FROM node_caches WHERE node_id = :id"), {"id": node_id})
-    if inv is not None:
         insert_rows(conn, "node_caches", [
             {"node_id": node_id, "level": c.level, "cache_type": c.type, "size_bytes": c.size_bytes,
              "line_bytes": c.line_bytes, "shared_by": c.shared_by, "instances": c.instances}

@@ -92,3 +92,31 @@ def sql(
         print_json([dict(zip(columns, r)) for r in rows])
     else:
         print_table([dict(zip(columns, r)) for r in rows], columns)
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    fix: bool = typer.Option(False, "--fix", help="Delete orphans and incomplete rows (one transaction)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Check the registry's integrity: orphans, incomplete runs, schema drift."""
+    from registry import doctor as doctor_mod
+
+    reg = state(ctx).registry()
+    with reg.begin() as conn:
+        problems = doctor_mod.check(conn)
+        repaired = doctor_mod.fix(conn) if fix and any(p.fixable for p in problems) else {}
+    if as_json:
+        print_json({"problems": [p.__dict__ for p in problems], "repaired": repaired})
+    elif not problems:
+        console.print(f"registry {reg.display_url}: no problems found")
+    else:
+        print_table([p.__dict__ for p in problems], ["kind", "table", "detail", "fixable"], title="problems")
+        if repaired:
+            console.print("repaired: " + ", ".join(f"{n} {t}" for t, n in repaired.items()))
+        elif any(p.fixable for p in problems):
+            console.print("run `nodereg doctor --fix` to repair what can be repaired")
+    left = [p for p in problems if not p.fixable or not fix]
+    if left:
+        raise typer.Exit(1)

@@ -1,0 +1,55 @@
+"""How the registry's tables hang together: keys, identities and (logical) references.
+
+One description serves every generic operation: bundles re-key rows by it, `doctor` finds orphans
+with it. Tables are listed parents first.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Spec:
+    table: str
+    pk: str | None = None                      # surrogate key, re-keyed on import
+    identity: tuple[str, ...] = ()             # natural key or ('uid',): joins an existing row
+    parent: tuple[str, str] | None = None      # (column, table): imported only with a new parent
+    refs: dict = field(default_factory=dict)   # other key columns -> referenced table
+
+    @property
+    def sequence(self) -> str:
+        return f"{self.table}_id_seq"
+
+
+OWNER_TABLES = {"profile_run": "profile_runs", "phase": "phases"}  # signatures.owner_kind -> table
+SPECS = (
+    Spec("nodes", "node_id", ("name",)),
+    Spec("node_caches", parent=("node_id", "nodes")),
+    Spec("microbenchmarks", "ub_id", ("name",)),
+    Spec("ub_configs", "config_id", ("config_key",), refs={"ub_id": "microbenchmarks"}),
+    Spec("ub_streams", parent=("config_id", "ub_configs")),
+    Spec("apps", "app_id", ("name",)),
+    Spec("profiles", "profile_id", ("uid",), refs={"node_id": "nodes"}),
+    Spec("profile_runs", "run_id", parent=("profile_id", "profiles"), refs={"config_id": "ub_configs"}),
+    Spec("profile_reps", parent=("run_id", "profile_runs")),
+    Spec("traces", "trace_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
+    Spec("trace_samples", parent=("trace_id", "traces")),
+    Spec("phases", "phase_id", parent=("trace_id", "traces")),
+    Spec("phase_streams", parent=("phase_id", "phases")),
+    Spec("signatures"),  # polymorphic owner: handled through OWNER_TABLES
+    Spec("runs", "run_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
+    Spec("models", "model_id", ("uid",)),
+    Spec("predictions", "prediction_id", ("uid",), refs={"trace_id": "traces", "app_id": "apps", "node_id": "nodes"}),
+)
+PK_OF = {s.table: s.pk for s in SPECS if s.pk}
+
+
+def references():
+    """Every logical reference as (table, column, condition on the row, parent table, parent key)."""
+    for spec in SPECS:
+        links = dict(spec.refs)
+        if spec.parent:
+            links[spec.parent[0]] = spec.parent[1]
+        for column, parent in links.items():
+            yield spec.table, column, None, parent, PK_OF[parent]
+    for kind, parent in OWNER_TABLES.items():
+        yield "signatures", "owner_id", f"owner_kind = '{kind}'", parent, PK_OF[parent]

@@ -1,0 +1,33 @@
+"""A DuckDB registry held by another process: a clear message naming the holder, or --wait."""
+
+import subprocess
+import sys
+import time
+
+from conftest import assert_one_line_error
+
+HOLD = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); time.sleep(float(sys.argv[2]))"
+
+
+def _holder(path, seconds):
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_second_writer_gets_clear_message_then_waits(cli, tmp_path, db_url):
+    path = tmp_path / "registry.duckdb"
+    assert cli("init").code == 0
+    holder = _holder(path, 30)
+    try:
+        res = cli("nodes")
+        assert_one_line_error(res, "in use by another process", f"PID {holder.pid}", "--wait")
+    finally:
+        holder.kill()
+        holder.wait()
+    holder = _holder(path, 1.0)
+    start = time.monotonic()
+    res = cli("--wait", "20", "nodes")
+    holder.wait()
+    assert res.code == 0, res.err
+    assert time.monotonic() - start >= 0.5
