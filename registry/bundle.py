@@ -23,7 +23,7 @@ from registry import __version__
 from registry.db import utcnow
 from registry.db.migrate import current_version
 from registry.db.relations import OWNER_TABLES, SPECS, Spec
-from registry.db.write import allocate_ids, insert_rows
+from registry.db.write import allocate_ids, insert_if_absent, insert_rows
 from registry.errors import UserError
 
 FORMAT = "nodereg-bundle"
@@ -190,12 +190,28 @@ class _Importer:
             if (mapped == -1).any():
                 raise UserError(f"bundle is inconsistent: {spec.table}.{col} points to a missing {table} row")
             frame[col] = mapped.astype("Int64")
+        if spec.identity and spec.identity != ("uid",):
+            self._insert_natural(spec, frame)
+            return
         if spec.pk:
             new_ids = allocate_ids(self.conn, spec.sequence, len(frame))
             self.idmap.setdefault(spec.table, {}).update(zip(frame[spec.pk], new_ids))
             self.new[spec.table] = set(frame[spec.pk])
             frame[spec.pk] = new_ids
         self.added[spec.table] = insert_rows(self.conn, spec.table, frame.reset_index(drop=True))
+
+
+    def _insert_natural(self, spec: Spec, frame: pd.DataFrame) -> None:
+        """Rows identified by name go in one by one, tolerating a concurrent writer adding the same name."""
+        mapping, new = self.idmap.setdefault(spec.table, {}), self.new.setdefault(spec.table, set())
+        for row in frame.to_dict("records"):
+            old = row.pop(spec.pk)
+            values = {k: (None if pd.isna(v) else v) for k, v in row.items()}
+            key = {c: values.pop(c) for c in spec.identity}
+            mapping[old], created = insert_if_absent(self.conn, spec.table, key, values, spec.pk)
+            if created:
+                new.add(old)
+                self.added[spec.table] = self.added.get(spec.table, 0) + 1
 
 
 def _same_node(a, b) -> bool:

@@ -30,8 +30,7 @@ def import_bundle_cmd(
 ) -> None:
     """Import a bundle; rows already present are skipped, so importing twice adds nothing."""
     reg = state(ctx).registry()
-    with reg.begin() as conn:
-        result = import_bundle(conn, path, rename=rename)
+    result = reg.write(lambda conn: import_bundle(conn, path, rename=rename))
     if as_json:
         print_json({"added": result["added"], "renamed": result["renamed"]})
         return

@@ -40,6 +40,21 @@ class Registry:
     def connect(self):
         return self.engine.connect()
 
+    def write(self, work, retries: int = 3):
+        """Run `work(conn)` in one transaction; retry when a concurrent writer won a race.
+
+        Two writers adding the same uid or name at once: the loser's transaction fails with an
+        integrity error and rolls back whole; on retry it sees the winner's rows and skips them.
+        """
+        for attempt in range(retries):
+            try:
+                with self.engine.begin() as conn:
+                    return work(conn)
+            except sa.exc.IntegrityError:
+                if attempt == retries - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
     def close(self) -> None:
         self.engine.dispose()
 

@@ -25,21 +25,29 @@ def insert_returning(conn: sa.Connection, table: str, row: Mapping, key: str) ->
     return conn.execute(sa.text(sql), dict(row)).scalar_one()
 
 
-def get_or_create(conn: sa.Connection, table: str, key: Mapping, row: Mapping, pk: str) -> int:
-    """The id of the row identified by `key` (unique columns), inserting `row` if it is missing.
+def insert_if_absent(conn: sa.Connection, table: str, key: Mapping, row: Mapping, pk: str) -> tuple[int, bool]:
+    """(id, created) of the row identified by `key` (unique columns), inserting `row` if it is missing.
 
-    INSERT ... ON CONFLICT DO NOTHING then SELECT is safe with concurrent writers on PostgreSQL
-    (a racing second insert waits, then finds the first one's row) and portable to DuckDB.
+    INSERT ... ON CONFLICT DO NOTHING is safe with concurrent writers on PostgreSQL (a racing
+    second insert waits, then does nothing and finds the first one's row) and portable to DuckDB.
     """
     where = " AND ".join(f"{c} = :{c}" for c in key)
     found = conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar()
     if found is not None:
-        return found
+        return found, False
     full = {**row, **key}
     cols = list(full)
-    conn.execute(sa.text(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) "
-                         "ON CONFLICT DO NOTHING"), full)
-    return conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar_one()
+    created = conn.execute(sa.text(
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) "
+        f"ON CONFLICT DO NOTHING RETURNING {pk}"), full).scalar()
+    if created is not None:
+        return created, True
+    return conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar_one(), False
+
+
+def get_or_create(conn: sa.Connection, table: str, key: Mapping, row: Mapping, pk: str) -> int:
+    """The id of the row identified by `key`, inserting `row` if it is missing (see insert_if_absent)."""
+    return insert_if_absent(conn, table, key, row, pk)[0]
 
 
 def allocate_ids(conn: sa.Connection, sequence: str, n: int) -> list[int]:
