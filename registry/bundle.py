@@ -86,8 +86,12 @@ def _manifest(root: Path, path: Path, registry_version: int) -> dict:
     except (OSError, ValueError):
         raise UserError(f"bundle {path} has no readable manifest.json") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise UserError(f"{path} is not a nodereg bundle (manifest format {manifest.get('format')!r})")
-    if manifest.get("format_version", 0) > FORMAT_VERSION or manifest.get("schema_version", 0) > registry_version:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise UserError(f"{path} is not a nodereg bundle (manifest format {found!r})")
+    versions = (manifest.get("format_version"), manifest.get("schema_version"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in versions):
+        raise UserError(f"bundle {path}: manifest has no valid format_version/schema_version")
+    if versions[0] > FORMAT_VERSION or versions[1] > registry_version:
         raise UserError(f"bundle {path} was written by a newer nodereg (schema {manifest.get('schema_version')}, "
                         f"this registry has {registry_version}): upgrade nodereg")
     return manifest
@@ -129,21 +133,32 @@ class _Importer:
             frame = self.frames[spec.table]
             if frame.empty:
                 continue
-            if spec.table == "signatures":
-                keep = pd.Series(False, index=frame.index)
-                for kind, table in OWNER_TABLES.items():
-                    keep |= (frame["owner_kind"] == kind) & frame["owner_id"].isin(self.new.get(table, set()))
-                frame = frame[keep].copy()
-                for kind, table in OWNER_TABLES.items():
-                    mask = frame["owner_kind"] == kind
-                    frame.loc[mask, "owner_id"] = frame.loc[mask, "owner_id"].map(self.idmap.get(table, {}))
-            elif spec.identity:
-                frame = self._match_identity(spec, frame)
-            elif spec.parent:
-                col, table = spec.parent
-                frame = frame[frame[col].isin(self.new.get(table, set()))].copy()
-            self._insert(spec, frame)
+            try:
+                self._import_table(spec, frame)
+            except UserError:
+                raise
+            except (sa.exc.DBAPIError, ValueError, TypeError, KeyError, pa.ArrowException) as exc:
+                # damaged content (NULL where a value is required, text in a number column, ...):
+                # the caller's transaction rolls back, so nothing of the bundle is kept
+                detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:160]
+                raise UserError(f"bundle table {spec.table} has invalid data: {detail}") from None
         return {"added": {t: n for t, n in self.added.items() if n}, "renamed": self.renamed}
+
+    def _import_table(self, spec: Spec, frame: pd.DataFrame) -> None:
+        if spec.table == "signatures":
+            keep = pd.Series(False, index=frame.index)
+            for kind, table in OWNER_TABLES.items():
+                keep |= (frame["owner_kind"] == kind) & frame["owner_id"].isin(self.new.get(table, set()))
+            frame = frame[keep].copy()
+            for kind, table in OWNER_TABLES.items():
+                mask = frame["owner_kind"] == kind
+                frame.loc[mask, "owner_id"] = frame.loc[mask, "owner_id"].map(self.idmap.get(table, {}))
+        elif spec.identity:
+            frame = self._match_identity(spec, frame)
+        elif spec.parent:
+            col, table = spec.parent
+            frame = frame[frame[col].isin(self.new.get(table, set()))].copy()
+        self._insert(spec, frame)
 
     def _existing(self, spec: Spec) -> pd.DataFrame:
         cols = ", ".join(dict.fromkeys((spec.pk, *spec.identity, *(NODE_CONTENT if spec.table == "nodes" else ()))))

@@ -92,3 +92,4 @@ def assert_one_line_error(result: Result, *fragments: str) -> None:
     assert "Traceback" not in result.err
     for frag in fragments:
         assert frag in lines[0], (frag, lines[0])
+
