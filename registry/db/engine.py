@@ -136,16 +136,34 @@ def _engine(url: sa.URL, *, readonly: bool) -> sa.Engine:
     return eng
 
 
+def _root_message(exc: BaseException) -> str:
+    """First line of the most telling error in the chain.
+
+    A failed write inside a transaction often surfaces as "transaction is aborted" raised by the
+    rollback; the real cause (disk full, constraint, ...) is the exception it replaced.
+    """
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(getattr(exc, "orig", None) or exc)
+        exc = exc.__cause__ or exc.__context__
+    lines = [(str(e).strip().splitlines() or [type(e).__name__])[0] for e in chain]
+    return next((ln for ln in lines if "transaction is aborted" not in ln.lower()), lines[0])
+
+
 def db_error(exc: BaseException, url: sa.URL | None = None) -> UserError:
     """Translate any database/driver exception into one clear line."""
-    orig = getattr(exc, "orig", None) or exc
-    first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    first = _root_message(exc)
     where = f" ({mask(url)})" if url is not None else ""
-    m = _LOCK.search(str(orig))
+    m = _LOCK.search(first)
     if m:
         return UserError(f"registry{where} is in use by another process (PID {m['pid']}: {m['prog']}); "
                          "wait for it, or pass --wait SECONDS")
     low = first.lower()
+    if "no space left" in low or "disk full" in low:
+        return UserError(f"the registry's disk is full{where}: nothing was written ({first})")
+    if "read-only file system" in low or "permission denied" in low:
+        return UserError(f"cannot write the registry{where}: {first}")
     if "read-only" in low or "read only" in low:
         return UserError(f"the registry is opened read-only; statement rejected: {first}")
     if "not a valid duckdb database" in low or "corrupt" in low:
