@@ -1,10 +1,12 @@
-"""`nodereg export` and `nodereg import bundle`: move registry data between registries."""
+"""`nodereg export` and `nodereg import bundle`: move registry data between registries.
+
+The bundle module (pandas, pyarrow) is imported inside the commands: `nodereg` starts fast.
+"""
 
 from pathlib import Path
 
 import typer
 
-from registry.bundle import export_bundle, import_bundle
 from registry.cli.app import app, import_app, state
 from registry.cli.output import console, print_json
 
@@ -12,6 +14,8 @@ from registry.cli.output import console, print_json
 @app.command("export")
 def export(ctx: typer.Context, path: Path = typer.Argument(..., help="New directory, or a file ending in .zip.")) -> None:
     """Export the registry as a bundle (Parquet tables + manifest)."""
+    from registry.bundle import export_bundle
+
     reg = state(ctx).registry(readonly=True)
     with reg.connect() as conn:
         manifest = export_bundle(conn, path)
@@ -29,6 +33,8 @@ def import_bundle_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Import a bundle; rows already present are skipped, so importing twice adds nothing."""
+    from registry.bundle import import_bundle
+
     reg = state(ctx).registry()
     result = reg.write(lambda conn: import_bundle(conn, path, rename=rename))
     if as_json:

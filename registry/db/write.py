@@ -6,10 +6,8 @@ caller's connection, inside the caller's transaction.
 """
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-import numpy as np
-import pandas as pd
 import sqlalchemy as sa
 
 
@@ -58,8 +56,10 @@ def allocate_ids(conn: sa.Connection, sequence: str, n: int) -> list[int]:
     return [r[0] for r in res]
 
 
-def insert_rows(conn: sa.Connection, table: str, rows: Sequence[Mapping] | pd.DataFrame) -> int:
-    """Insert many rows (dicts with the same keys, or a DataFrame); returns the row count."""
+def insert_rows(conn: sa.Connection, table: str, rows) -> int:
+    """Insert many rows (a sequence of dicts with the same keys, or a DataFrame); returns the row count."""
+    import pandas as pd  # here, not at module level: `nodereg` starts without pandas
+
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if frame.empty:
         return 0
@@ -76,7 +76,7 @@ def insert_rows(conn: sa.Connection, table: str, rows: Sequence[Mapping] | pd.Da
     return len(frame)
 
 
-def _nulls_for_nan(frame: pd.DataFrame) -> pd.DataFrame:
+def _nulls_for_nan(frame):
     """Missing floats must arrive as SQL NULL, not as the float NaN."""
     out = frame.copy()
     for col in out.columns:
@@ -85,7 +85,7 @@ def _nulls_for_nan(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _insert_duckdb(conn: sa.Connection, table: str, frame: pd.DataFrame) -> None:
+def _insert_duckdb(conn: sa.Connection, table: str, frame) -> None:
     raw = conn.connection.driver_connection
     name = f"_nodereg_insert_{uuid.uuid4().hex}"
     cols = ", ".join(frame.columns)
@@ -96,7 +96,7 @@ def _insert_duckdb(conn: sa.Connection, table: str, frame: pd.DataFrame) -> None
         raw.unregister(name)
 
 
-def _insert_postgres(conn: sa.Connection, table: str, frame: pd.DataFrame) -> None:
+def _insert_postgres(conn: sa.Connection, table: str, frame) -> None:
     raw = conn.connection.driver_connection
     cols = ", ".join(frame.columns)
     values = frame.astype(object).where(frame.notna(), None)
@@ -107,6 +107,4 @@ def _insert_postgres(conn: sa.Connection, table: str, frame: pd.DataFrame) -> No
 
 def _plain(value):
     """numpy scalars -> Python scalars for the COPY writer."""
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
