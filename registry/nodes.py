@@ -30,7 +30,7 @@ def inventory_row(name: str, inv: Inventory, source: str) -> dict:
 
 
 def find_node_id(conn: sa.Connection, name: str) -> int | None:
-    return conn.execute(sa.text("SELECT node_id FROM nodes WHERE name = :n"), {"n": name}).scalar()
+    return conn.execute(sa.text("SELECT node_id FROM nodes WHERE name = :n"), {"n": name}).scalar_one_or_none()
 
 
 def require_node_id(conn: sa.Connection, name: str) -> int:

@@ -1,0 +1,174 @@
+"""Measured runs: how long an application took on a node at a thread count.
+
+Runs are the ground truth the models are fitted on (scaling) and judged by (evaluate). They come
+one at a time (`nodereg runs add`) or from a CSV file with the columns ``app,node,threads,time_s``
+(`nodereg import runs`). Unknown apps and nodes are created on the way (a node created this way
+has no inventory: ``source = 'runs'``); repeated rows are kept as repetitions. A CSV import is all
+or nothing: every row is checked before anything is written, and the first bad row is named.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import sqlalchemy as sa
+
+from registry.db import utcnow
+from registry.db.write import insert_returning, insert_rows, new_uid
+from registry.errors import UserError
+from registry.nodes import ensure_node, find_node_id, require_node_id
+
+CSV_COLUMNS = ("app", "node", "threads", "time_s")
+
+
+@dataclass
+class RunRow:
+    app: str
+    node: str
+    threads: int
+    time_s: float
+
+
+def find_app_id(conn: sa.Connection, name: str) -> int | None:
+    return conn.execute(sa.text("SELECT app_id FROM apps WHERE name = :n"), {"n": name}).scalar_one_or_none()
+
+
+def ensure_app(conn: sa.Connection, name: str) -> int:
+    """The app's id, creating the app on first use."""
+    if not name or not name.strip():
+        raise UserError("an app name must not be empty")
+    app_id = find_app_id(conn, name)
+    if app_id is None:
+        app_id = insert_returning(conn, "apps", {"name": name, "created_at": utcnow()}, "app_id")
+    return app_id
+
+
+def require_app_id(conn: sa.Connection, name: str) -> int:
+    app_id = find_app_id(conn, name)
+    if app_id is None:
+        known = [r[0] for r in conn.execute(sa.text("SELECT name FROM apps ORDER BY name LIMIT 8"))]
+        hint = f" (known: {', '.join(known)})" if known else " (the registry has no apps yet)"
+        raise UserError(f"unknown app {name!r}{hint}")
+    return app_id
+
+
+def check_run(threads, time_s) -> tuple[int, float]:
+    """Validated (threads, seconds); the messages name the value, the caller adds where it came from."""
+    text = str(threads).strip()
+    try:
+        n = int(text)
+    except ValueError:
+        raise UserError(f"threads must be a whole number >= 1, got {text!r}") from None
+    if n < 1:
+        raise UserError(f"threads must be a whole number >= 1, got {text!r}")
+    text = str(time_s).strip()
+    try:
+        t = float(text)
+    except ValueError:
+        raise UserError(f"time_s must be a number of seconds > 0, got {text!r}") from None
+    if not (math.isfinite(t) and t > 0):
+        raise UserError(f"time_s must be a number of seconds > 0, got {text!r}")
+    return n, t
+
+
+def add_runs(conn: sa.Connection, rows: list[RunRow], source: str) -> list[str]:
+    """Write runs (creating apps and nodes as needed); returns their uids in order."""
+    node_ids = {n: ensure_node(conn, n, source="runs") for n in dict.fromkeys(r.node for r in rows)}
+    # apps last: their look-ups consume their results fully, which DuckDB's bulk insert below needs
+    # (a result left open by `.scalar()` blocks the driver connection)
+    app_ids = {a: ensure_app(conn, a) for a in dict.fromkeys(r.app for r in rows)}
+    now = utcnow()
+    uids = [new_uid() for _ in rows]
+    insert_rows(conn, "runs", pd.DataFrame({
+        "uid": uids, "app_id": [app_ids[r.app] for r in rows], "node_id": [node_ids[r.node] for r in rows],
+        "threads": pd.array([r.threads for r in rows], dtype="Int64"), "time_s": [r.time_s for r in rows],
+        "source": source, "created_at": now}))
+    return uids
+
+
+def add_run(conn: sa.Connection, app: str, node: str, threads, time_s, source: str = "cli") -> str:
+    n, t = check_run(threads, time_s)
+    return add_runs(conn, [RunRow(app, node, n, t)], source)[0]
+
+
+@dataclass
+class ImportSummary:
+    runs: int
+    apps_created: list[str]
+    nodes_created: list[str]
+
+
+def read_runs_csv(path: Path) -> list[RunRow]:
+    """Every row of a runs CSV, checked; the first problem is one UserError naming the line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read it as UTF-8 text ({type(exc).__name__})") from None
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in CSV_COLUMNS if c not in header]
+    if missing:
+        raise UserError(f"{path}: the header lacks the column(s) {', '.join(missing)} "
+                        f"(expected {','.join(CSV_COLUMNS)})")
+    reader.fieldnames = header
+    rows = []
+    for record in reader:
+        line = reader.line_num
+        if None in record or any(record.get(c) is None for c in CSV_COLUMNS):
+            raise UserError(f"{path}: line {line}: expected {len(header)} fields")
+        app, node = record["app"].strip(), record["node"].strip()
+        if not app or not node:
+            raise UserError(f"{path}: line {line}: app and node must not be empty")
+        try:
+            n, t = check_run(record["threads"], record["time_s"])
+        except UserError as exc:
+            raise UserError(f"{path}: line {line}: {exc}") from None
+        rows.append(RunRow(app, node, n, t))
+    if not rows:
+        raise UserError(f"{path}: no runs in the file")
+    return rows
+
+
+def import_runs_csv(conn: sa.Connection, path: Path) -> ImportSummary:
+    """Import a runs CSV inside the caller's transaction (nothing is written if any row is bad)."""
+    rows = read_runs_csv(path)
+    new_apps = [a for a in dict.fromkeys(r.app for r in rows) if find_app_id(conn, a) is None]
+    new_nodes = [n for n in dict.fromkeys(r.node for r in rows) if find_node_id(conn, n) is None]
+    add_runs(conn, rows, "csv")
+    return ImportSummary(len(rows), new_apps, new_nodes)
+
+
+def load_runs(conn: sa.Connection, app: str, node: str) -> pd.DataFrame:
+    """Runs of `app` on `node` with a thread count (columns threads, time_s), oldest first."""
+    app_id, node_id = require_app_id(conn, app), require_node_id(conn, node)
+    frame = pd.DataFrame(conn.execute(sa.text(
+        "SELECT threads, time_s FROM runs WHERE app_id = :a AND node_id = :n AND threads IS NOT NULL "
+        "ORDER BY run_id"), {"a": app_id, "n": node_id}).fetchall(), columns=["threads", "time_s"])
+    if frame.empty:
+        raise UserError(f"no runs of {app!r} on {node!r} with a thread count: add some with "
+                        f"`nodereg runs add {app} {node} --threads N --time S`")
+    return frame.astype({"threads": int, "time_s": float})
+
+
+def list_runs(conn: sa.Connection, app: str | None = None, node: str | None = None) -> list[dict]:
+    sql = ("SELECT a.name AS app, n.name AS node, r.threads, r.time_s, r.source, r.created_at, r.uid "
+           "FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id")
+    where, args = [], {}
+    if app is not None:
+        require_app_id(conn, app)
+        where.append("a.name = :app")
+        args["app"] = app
+    if node is not None:
+        require_node_id(conn, node)
+        where.append("n.name = :node")
+        args["node"] = node
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY a.name, n.name, r.threads, r.run_id"
+    return [dict(r._mapping) for r in conn.execute(sa.text(sql), args)]
