@@ -1,0 +1,173 @@
+"""`nodereg match`: project an app traced on a base node onto every registered node, and rank them.
+
+For each phase: pick the references (configs) at the thread counts the phase would use on each
+node (registry.match.references), let the projection model place the phase among them on the base
+node and predict its time ratio on every node; then add the phases up. Time the phases do not
+cover (start-up, code between OpenMP regions) is projected with the time-weighted geometric mean
+of the phases' ratios, and the share covered is reported as coverage.
+
+A phase that hardly uses the CPU (sleeping, waiting for I/O) keeps its time on every node: its
+time is not set by the processor.
+"""
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from registry.db import utcnow
+from registry.db.write import get_or_create, insert_rows, new_uid
+from registry.errors import UserError
+from registry.match import references as refs_mod
+from registry.models.base import NEEDS_SIGNATURES, NodePrediction, Query
+from registry.models.plugins import create
+from registry.trace.lookup import FoundTrace
+
+IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    time_s: float
+    mode: str                     # all | fixed | idle
+    threads: dict[str, int]       # node -> threads the phase is projected at
+    predictions: dict[str, NodePrediction]
+    matches: list[dict] = field(default_factory=list)   # nearest references with their similarity
+
+
+@dataclass
+class NodeResult:
+    node: str
+    predicted_s: float
+    low_s: float
+    high_s: float
+    rank: int = 0
+    speedup: float = math.nan
+    threads: int | None = None
+
+
+@dataclass
+class MatchResult:
+    app: str
+    base: str
+    model: str
+    base_time_s: float
+    coverage: float
+    nodes: list[NodeResult]
+    phases: list[PhaseResult]
+    warnings: list[str]
+
+    def to_dict(self, explain: bool = True) -> dict:
+        out = {"app": self.app, "base": self.base, "model": self.model, "base_time_s": self.base_time_s,
+               "coverage": self.coverage, "warnings": self.warnings,
+               "predictions": [{"node": n.node, "predicted_s": n.predicted_s, "low_s": n.low_s,
+                                "high_s": n.high_s, "rank": n.rank, "speedup": n.speedup, "threads": n.threads}
+                               for n in self.nodes]}
+        out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "matches": p.matches,
+                          **({"per_node": {n: {"predicted_s": pr.predicted_s, "low_s": pr.low_s,
+                                               "high_s": pr.high_s, "threads": p.threads.get(n)}
+                                           for n, pr in p.predictions.items()}} if explain else {})}
+                         for p in self.phases]
+        return out
+
+
+def _cpu_util(signature: dict) -> float | None:
+    value = signature.get("proc", {}).get("cpu_util")
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _features(signature: dict) -> dict[str, float]:
+    return {f"{src}.{m}": v for src, metrics in signature.items() for m, v in metrics.items()
+            if v is not None and math.isfinite(v)}
+
+
+def _similarity(distance: float) -> float:
+    """A distance as a similarity in (0, 1]: 1 for an identical signature."""
+    return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
+
+
+def _project_phase(phase, trace, profiles, model_name: str, nodes: list[str]) -> PhaseResult:
+    util = _cpu_util(phase.signature)
+    time_s = float(phase.time_s)
+    if util is not None and util < IDLE_CPU_UTIL:
+        same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
+        return PhaseResult(phase.name, time_s, "idle", {}, same)
+    mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
+    threads = refs_mod.threads_on(profiles, mode, k)
+    refset, info = refs_mod.reference_set(profiles, threads)
+    model = create(model_name, kind="projection")
+    if NEEDS_SIGNATURES not in model.needs:
+        raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
+                        "does (e.g. similarity, gbt)")
+    model.fit(refset)
+    query = Query(phase.name, pd.Series(_features(phase.signature), dtype=float), time_s)
+    preds = {p.node: p for p in model.predict(query, nodes)}
+    matches = []
+    if hasattr(model, "distances"):
+        d = model.distances(query).dropna().sort_values().head(5)
+        matches = [{"config": key, "similarity": round(_similarity(v), 4), "threads": int(info.loc[key, "threads"])}
+                   for key, v in d.items()]
+    return PhaseResult(phase.name, time_s, mode, threads, preds, matches)
+
+
+def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity", base: str | None = None,
+            nodes: list[str] | None = None) -> MatchResult:
+    trace = found.trace
+    base = base or trace.node
+    if base != trace.node:
+        raise UserError(f"the trace was recorded on {trace.node!r}, not on {base!r}: signatures compare only "
+                        "on the node they were measured on")
+    if trace.status != "ok":
+        raise UserError(f"the trace of {trace.name!r} ended with status {trace.status!r}: trace a successful run")
+    profiles = refs_mod.load_profiles(conn, base, nodes)
+    targets = nodes or profiles.nodes()
+    missing = sorted(set(targets) - set(profiles.nodes()))
+    if missing:
+        raise UserError(f"no profile for node(s) {', '.join(missing)}: profile them first or leave them out")
+    phases = [p for p in trace.phases if p.time_s and p.time_s > 0]
+    if not phases:
+        raise UserError(f"the trace of {trace.name!r} has no phases to project")
+    results = [_project_phase(p, trace, profiles, model, targets) for p in phases]
+    covered = sum(r.time_s for r in results)
+    wall = max(float(trace.wall_s), covered)
+    rest = wall - covered
+    warnings = []
+    out = []
+    for node in targets:
+        parts = [r.predictions[node] for r in results]
+        if any(not math.isfinite(p.predicted_s) for p in parts):
+            warnings.append(f"{node}: some phases could not be projected (no comparable configs measured there)")
+            continue
+        ratios = np.array([p.predicted_s / r.time_s for p, r in zip(parts, results)])
+        weights = np.array([r.time_s for r in results])
+        rest_ratio = float(np.exp(np.average(np.log(ratios), weights=weights)))
+        predicted = sum(p.predicted_s for p in parts) + rest * rest_ratio
+        low = sum(p.low_s for p in parts) + rest * float(ratios.min())
+        high = sum(p.high_s for p in parts) + rest * float(ratios.max())
+        threads = max((r.threads.get(node, 0) for r in results), default=0) or None
+        out.append(NodeResult(node, predicted, low, high, threads=threads, speedup=wall / predicted))
+    out.sort(key=lambda n: n.predicted_s)
+    for i, n in enumerate(out, 1):
+        n.rank = i
+    return MatchResult(trace.name, base, model, wall, covered / wall if wall else 1.0, out, results, warnings)
+
+
+def store_predictions(conn: sa.Connection, found: FoundTrace, result: MatchResult) -> int:
+    """One predictions row per node, with the per-phase explanation; returns the row count."""
+    app_id = get_or_create(conn, "apps", {"name": result.app}, {"created_at": utcnow()}, "app_id")
+    node_ids = dict(conn.execute(sa.text("SELECT name, node_id FROM nodes")).fetchall())
+    now = utcnow()
+    phases = result.to_dict(explain=True)["phases"]
+    rows = [{"uid": new_uid(), "trace_id": found.trace_id, "app_id": app_id, "node_id": node_ids[n.node],
+             "model_name": result.model, "model_version": None, "threads": n.threads, "predicted_s": n.predicted_s,
+             "low_s": n.low_s, "high_s": n.high_s, "node_rank": n.rank, "coverage": result.coverage,
+             "explanation_json": json.dumps({"base": result.base, "phases": [
+                 {"name": p["name"], "mode": p["mode"], "matches": p["matches"],
+                  "predicted_s": p["per_node"].get(n.node, {}).get("predicted_s")} for p in phases]}),
+             "created_at": now} for n in result.nodes]
+    return insert_rows(conn, "predictions", rows)
+

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Scale benchmark: bulk-load a synthetic registry, then time `nodereg match` against it.
+
+    python scripts/bench_scale.py --nodes 10000 --configs 300 --reps 0            # issue 5: match < 2 s
+    python scripts/bench_scale.py --nodes 1000 --configs 300 --reps 30 --db URL   # issue 8: rows/s per backend
+
+The registry's shape follows real profiles: every node has one profile whose runs cover the same
+configs (thesis-style kernels at 1 and all threads) with their repetitions and 'streams' signatures;
+the base node's runs also carry 'proc' signatures, as `nodereg profile` records them. Node speeds
+differ by a per-node factor per kernel so that rankings are non-trivial. Rows are written with the
+same bulk path the importers use (registry.db.write.insert_rows), in one transaction per 100 nodes.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+from rich.console import Console
+from rich.progress import Progress
+
+from registry.db import open_registry, utcnow
+from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
+
+KERNELS = ["mbw1c", "mbw1p", "mbw2hc", "triad_like", "fma_like", "chase_like"]
+console = Console()
+
+
+def build(url: str, n_nodes: int, n_configs: int, reps: int, seed: int = 1) -> dict:
+    rng = np.random.default_rng(seed)
+    reg = open_registry(url)
+    rows = 0
+    t0 = time.perf_counter()
+    with reg.begin() as conn:
+        ub_ids = {k: insert_returning(conn, "microbenchmarks", {"name": k, "family": "thesis", "n_streams": 1,
+                                                                "description": "synthetic"}, "ub_id")
+                  for k in KERNELS}
+        per_kernel = n_configs // (len(KERNELS) * 2)
+        configs = [(k, t, s) for k in KERNELS for t in (1, 2) for s in range(per_kernel)]
+        config_ids = allocate_ids(conn, "ub_configs_id_seq", len(configs))
+        insert_rows(conn, "ub_configs", pd.DataFrame({
+            "config_id": config_ids, "ub_id": [ub_ids[k] for k, _, _ in configs],
+            "config_key": [json.dumps({"ub": k, "threads": t, "size": 2 ** (10 + s)}) for k, t, s in configs],
+            "threads": [t for _, t, _ in configs], "placement": "compact",
+            "ws_bytes": [8 * 2 ** (10 + s) for _, _, s in configs],
+            "params_json": [json.dumps({"size": 2 ** (10 + s)}) for _, _, s in configs]}))
+        rows += len(configs)
+    base_time = np.array([1e-3 * (1 + s / 4) * (1 + KERNELS.index(k)) / t for k, t, s in configs])
+    kernel_idx = np.array([KERNELS.index(k) for k, _, _ in configs])
+    size_idx = np.array([s for _, _, s in configs])
+    threads = np.array([t for _, t, _ in configs])
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("loading nodes", total=n_nodes)
+        for start in range(0, n_nodes, 100):
+            batch = range(start, min(n_nodes, start + 100))
+            with reg.begin() as conn:
+                node_ids = allocate_ids(conn, "nodes_id_seq", len(batch))
+                now = utcnow()
+                insert_rows(conn, "nodes", pd.DataFrame({
+                    "node_id": node_ids, "name": [f"node{i:05d}" for i in batch], "n_cpus": 2, "cores": 2,
+                    "cpu_model": "synthetic", "source": "bench", "created_at": now}))
+                prof_ids = allocate_ids(conn, "profiles_id_seq", len(batch))
+                insert_rows(conn, "profiles", pd.DataFrame({
+                    "profile_id": prof_ids, "uid": [new_uid() for _ in batch], "node_id": node_ids,
+                    "mode": "bench", "started_at": now, "status": "complete"}))
+                run_ids = np.array(allocate_ids(conn, "profile_runs_id_seq", len(batch) * len(configs)))
+                speed = rng.lognormal(0, 0.3, size=(len(batch), len(KERNELS)))[:, kernel_idx]
+                median = (base_time[None, :] * speed).ravel()
+                frame = pd.DataFrame({
+                    "run_id": run_ids, "profile_id": np.repeat(prof_ids, len(configs)),
+                    "config_id": np.tile(config_ids, len(batch)), "iterations": 1000, "reps": max(reps, 1),
+                    "median_s": median, "min_s": median * 0.98, "cv": 0.01, "tpi_us": median * 1e3,
+                    "unstable": False})
+                insert_rows(conn, "profile_runs", frame)
+                if reps:
+                    insert_rows(conn, "profile_reps", pd.DataFrame({
+                        "run_id": np.repeat(run_ids, reps), "rep": np.tile(np.arange(reps), len(run_ids)),
+                        "time_s": np.repeat(median, reps) * rng.lognormal(0, 0.01, len(run_ids) * reps)}))
+                sig = pd.DataFrame({"owner_kind": "profile_run", "owner_id": run_ids, "source": "streams",
+                                    "metric": "tpi_us", "value": median * 1e3})
+                if start == 0:  # the base node: proc signatures like nodereg profile records
+                    base_runs = run_ids[: len(configs)]
+                    sig = pd.concat([sig] + [pd.DataFrame({
+                        "owner_kind": "profile_run", "owner_id": base_runs, "source": "proc", "metric": m,
+                        "value": v}) for m, v in (("cpu_util", threads * 0.98),
+                                                  ("wss_llc", 2.0 ** size_idx / 64),
+                                                  ("kernel", kernel_idx.astype(float)))])
+                insert_rows(conn, "signatures", sig)
+                rows += len(batch) * (3 + len(configs) * (2 + reps)) + (len(sig) - len(run_ids))
+            progress.advance(task, len(batch))
+    load_s = time.perf_counter() - t0
+    reg.close()
+    return {"nodes": n_nodes, "configs": len(configs), "reps": reps, "rows": rows, "load_s": load_s,
+            "rows_per_s": rows / load_s}
+
+
+def add_trace(url: str, workdir: Path) -> Path:
+    """A three-phase trace of an app on the base node (node00000), stored and written as a file."""
+    from registry.trace import store
+    from registry.trace.tracefile import Phase, Trace, write_trace
+
+    phases = [Phase(f"p{i}", "auto", 10.0 * i, 10.0 * (i + 1), 1 / 3, 10.0,
+                    signature={"proc": {"cpu_util": u, "wss_llc": w, "kernel": k}})
+              for i, (u, w, k) in enumerate([(1.96, 4.0, 0.0), (0.98, 0.5, 4.0), (1.96, 64.0, 3.0)])]
+    trace = Trace(name="bench-app", node="node00000", host="bench", command=["bench"], exit_status=0,
+                  status="ok", wall_s=30.0, interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc"],
+                  phases=phases)
+    reg = open_registry(url)
+    with reg.begin() as conn:
+        _, uid = store.save(conn, trace)
+    reg.close()
+    trace.meta["uid"] = uid
+    return write_trace(trace, workdir / "bench-app.trace.json")
+
+
+def time_match(url: str, trace_file: Path, runs: int = 3) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "registry", "--db", url, "match", str(trace_file), "--json"],
+                             capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if res.returncode:
+            raise SystemExit(f"match failed: {res.stderr.strip()}")
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=10000)
+    ap.add_argument("--configs", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=0, help="repetitions stored per run (issue 8 uses 30)")
+    ap.add_argument("--db", help="registry URL (default: a new DuckDB file in a temporary directory)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = args.db or f"duckdb:///{Path(tmp) / 'scale.duckdb'}"
+        stats = build(url, args.nodes, args.configs, args.reps)
+        trace_file = add_trace(url, Path(tmp))
+        match_s = time_match(url, trace_file)
+        stats.update({"backend": sa.make_url(url.replace("postgresql://", "postgresql+psycopg://")).get_backend_name(),
+                      "match_s": match_s, "match_median_s": sorted(match_s)[1], "cpus": os.cpu_count()})
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        console.print(f"backend {stats['backend']}: {stats['nodes']} nodes x {stats['configs']} configs x "
+                      f"{stats['reps']} reps = {stats['rows']:,} rows in {stats['load_s']:.1f} s "
+                      f"({stats['rows_per_s']:,.0f} rows/s)")
+        console.print(f"nodereg match (whole command, 3 runs): median {stats['match_median_s']:.2f} s "
+                      f"(min {min(match_s):.2f}, max {max(match_s):.2f})")
+
+
+if __name__ == "__main__":
+    main()
