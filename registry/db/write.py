@@ -77,11 +77,15 @@ def insert_rows(conn: sa.Connection, table: str, rows) -> int:
 
 
 def _nulls_for_nan(frame):
-    """Missing floats must arrive as SQL NULL, not as the float NaN."""
+    """Missing floats must arrive as SQL NULL, not as the float NaN; a float column that only holds
+    whole numbers (an integer column with NULLs, as pandas reads it) goes back to integers, which
+    PostgreSQL's COPY needs for a BIGINT column and any column type accepts."""
     out = frame.copy()
     for col in out.columns:
         if out[col].dtype.kind == "f" and out[col].isna().any():
-            out[col] = out[col].astype("Float64")
+            present = out[col].dropna()
+            whole = len(present) and bool((present % 1 == 0).all()) and bool((present.abs() < 2**53).all())
+            out[col] = out[col].astype("Int64" if whole else "Float64")
     return out
 
 
