@@ -5,3 +5,13 @@ applications, `match` and `models` predict, `db` stores everything, `cli` is the
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """`registry.phase("name")`: the phase-marker context manager, imported on first use so that
+    `import registry` stays cheap inside the applications being traced."""
+    if name == "phase":
+        from registry.trace.markers import phase
+
+        return phase
+    raise AttributeError(f"module 'registry' has no attribute {name!r}")

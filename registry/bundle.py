@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from registry import __version__
-from registry.db import utcnow
+from registry.db import is_driver_error, utcnow
 from registry.db.migrate import current_version
 from registry.db.relations import OWNER_TABLES, SPECS, Spec
 from registry.db.write import allocate_ids, insert_if_absent, insert_rows
@@ -137,7 +137,9 @@ class _Importer:
                 self._import_table(spec, frame)
             except UserError:
                 raise
-            except (sa.exc.DBAPIError, ValueError, TypeError, KeyError, pa.ArrowException) as exc:
+            except Exception as exc:  # noqa: BLE001 - sorted below: only damaged content is translated
+                if not (is_driver_error(exc) or isinstance(exc, (ValueError, TypeError, KeyError, pa.ArrowException))):
+                    raise
                 # damaged content (NULL where a value is required, text in a number column, ...):
                 # the caller's transaction rolls back, so nothing of the bundle is kept
                 detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:160]

@@ -3,13 +3,18 @@
 import os
 import sys
 
-import sqlalchemy as sa
 from rich.text import Text
 
 from registry.cli import admin, bundle, nodes  # noqa: F401  (commands register on import)
+from registry.cli import match  # noqa: F401
+from registry.cli import profile  # noqa: F401
+from registry.cli import trace  # noqa: F401
+from registry.cli import models  # noqa: F401
+from registry.cli import report  # noqa: F401
+from registry.cli import evaluate  # noqa: F401
 from registry.cli.app import app
 from registry.cli.output import err_console
-from registry.db import db_error
+from registry.db import db_error, is_driver_error
 from registry.errors import UserError
 
 __all__ = ["app", "main"]
@@ -32,7 +37,7 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("NODEREG_DEBUG"):
             raise
-        if isinstance(exc, sa.exc.SQLAlchemyError) or type(exc).__module__.startswith(("duckdb", "_duckdb", "psycopg")):
+        if is_driver_error(exc):
             _fail(str(db_error(exc)), 1)
         _fail(f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
               "set NODEREG_DEBUG=1 to see the traceback", 70)

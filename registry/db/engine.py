@@ -136,6 +136,12 @@ def _engine(url: sa.URL, *, readonly: bool) -> sa.Engine:
     return eng
 
 
+def is_driver_error(exc: BaseException) -> bool:
+    """An error raised by the database (through SQLAlchemy, or by a driver's bulk path directly)."""
+    return isinstance(exc, sa.exc.SQLAlchemyError) or type(exc).__module__.split(".")[0] in (
+        "duckdb", "_duckdb", "psycopg")
+
+
 def _root_message(exc: BaseException) -> str:
     """First line of the most telling error in the chain.
 

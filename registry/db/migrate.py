@@ -67,14 +67,19 @@ def check_compatible(version: int) -> None:
 
 
 def migrate(engine: sa.Engine) -> tuple[int, int]:
-    """Bring the schema to the latest version; returns (version before, version after)."""
+    """Apply every migration the registry has not recorded yet, in order; returns (version before, after).
+
+    By the recorded set, not by "newer than the highest": a migration numbered below one already
+    applied (merged from a parallel line of work) is still applied.
+    """
     with engine.begin() as conn:
         before = current_version(conn)
         check_compatible(before)
         if not sa.inspect(conn).has_table("schema_version"):
             conn.execute(sa.text(_VERSION_DDL))
+        applied = {v for (v,) in conn.execute(sa.text("SELECT version FROM schema_version"))}
     for mig in available():
-        if mig.version <= before:
+        if mig.version in applied:
             continue
         with engine.begin() as conn:
             for stmt in mig.statements():

@@ -1,0 +1,168 @@
+"""`nodereg trace -- CMD ARG...`: run an application once on a node, store its phases and signatures."""
+
+import os
+import shlex
+import socket
+from pathlib import Path
+
+import sqlalchemy as sa
+import typer
+
+from registry import cpulist
+from registry.cli.app import app, state
+from registry.cli.output import err_console, print_json, print_table
+from registry.errors import UserError
+from registry.nodes import node_inventory, require_node_id
+from registry.trace import store
+from registry.trace.runner import Interrupted, check_command
+from registry.trace.tracefile import write_trace
+from registry.trace.tracer import trace_command
+
+TIMEOUT_EXIT = 124
+SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
+                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"))
+
+
+def _node_row(conn: sa.Connection, name: str | None) -> dict:
+    """The node to trace on: `name`, or the node of this host's most recent profile."""
+    if name is None:
+        host = socket.gethostname()
+        found = conn.execute(sa.text(
+            "SELECT n.name FROM profiles p JOIN nodes n ON n.node_id = p.node_id WHERE p.host = :h "
+            "ORDER BY p.started_at DESC, p.profile_id DESC LIMIT 1"), {"h": host}).scalar()
+        if found is None:
+            raise UserError(f"no node has been profiled on this host ({host}): run `nodereg profile NODE` "
+                            "first, or pass --node NODE")
+        name = found
+    node_id = require_node_id(conn, name)
+    row = conn.execute(sa.text("SELECT name, host, cpu_list FROM nodes WHERE node_id = :id"),
+                       {"id": node_id}).mappings().one()
+    return dict(row)
+
+
+def _cpus(node: dict) -> list[int] | None:
+    """The node's CPU restriction, checked against the CPUs this process may use."""
+    host = socket.gethostname()
+    if node["host"] and node["host"] != host:
+        raise UserError(f"node {node['name']!r} was measured on host {node['host']!r}, not on this host "
+                        f"({host}): trace on that host (signatures compare only on the same node)")
+    if not node["cpu_list"]:
+        return None
+    cpus = cpulist.parse(node["cpu_list"])
+    missing = sorted(set(cpus) - os.sched_getaffinity(0))
+    if missing:
+        raise UserError(f"node {node['name']!r} runs on CPU(s) {node['cpu_list']}, but CPU(s) "
+                        f"{cpulist.format(missing)} are not available to this process")
+    return cpus
+
+
+@app.command("trace", context_settings={"ignore_unknown_options": True})
+def trace(
+    ctx: typer.Context,
+    command: list[str] = typer.Argument(None, metavar="-- CMD [ARG...]", help="The command to trace."),
+    name: str = typer.Option(None, "--name", help="Application name (default: the command's file name)."),
+    node: str = typer.Option(None, "--node", help="Node to trace on (default: this host's last profiled node)."),
+    interval: float = typer.Option(0.1, "--interval", min=0.001, help="Sampling interval, seconds."),
+    timeout: float = typer.Option(None, "--timeout", min=0.001,
+                                  help="Kill the command's tree after this many seconds."),
+    cachegrind: bool = typer.Option(False, "--cachegrind",
+                                    help="Add a valgrind cachegrind pass with the node's caches."),
+    probe_cmd: str = typer.Option(None, "--probe-cmd", help="Command (reduced input) for the cachegrind pass, "
+                                                            "split like a shell would but never run by one."),
+    omp: bool = typer.Option(True, "--omp/--no-omp", help="Time OpenMP parallel regions (GCC libgomp shim)."),
+    out: Path = typer.Option(None, "--out", help="Also write the portable trace file (JSON) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON."),
+) -> None:
+    """Run CMD once, sample its whole process tree, find its phases and store them with their signatures.
+
+    Exits with CMD's own exit status (124 when --timeout killed it).
+    """
+    argv = list(command or [])
+    check_command(argv)
+    probe = shlex.split(probe_cmd) if probe_cmd else None
+    if probe_cmd is not None and not probe:
+        raise UserError("--probe-cmd is empty")
+    if probe and not cachegrind:
+        raise UserError("--probe-cmd is the input of the cachegrind pass: add --cachegrind")
+    if probe:
+        check_command(probe)
+    if out:
+        _check_writable(out)
+    reg = state(ctx).registry()
+    with reg.begin() as conn:
+        node_row = _node_row(conn, node)
+        inventory = node_inventory(conn, node_row["name"])
+    cpus = _cpus(node_row)
+    reg.close()  # do not hold the registry (a DuckDB file lock) while the command runs
+    err_console.print(f"tracing {shlex.join(argv)} on node {node_row['name']} (every {interval:g} s)",
+                      highlight=False)
+    spinner = []  # no live display while the command runs: its own output owns the terminal
+
+    def status(message: str) -> None:
+        spinner.append(err_console.status(message))
+        spinner[-1].start()
+
+    try:
+        result, notes = trace_command(
+            argv, name=name or Path(argv[0]).name, node=node_row["name"], interval_s=interval,
+            timeout_s=timeout, cpus=cpus, inventory=inventory, cachegrind=cachegrind, probe_cmd=probe,
+            omp=omp, status=status)
+    except (Interrupted, KeyboardInterrupt):  # (typer would turn a KeyboardInterrupt into a silent exit 130)
+        raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",
+                        exit_code=130) from None
+    finally:
+        for s in spinner:
+            s.stop()
+    for note in notes:
+        err_console.print(f"note: {note}", highlight=False)
+    try:
+        with reg.begin() as conn:  # one transaction: an interrupt here rolls it back
+            trace_id, uid = store.save(conn, result)
+    except KeyboardInterrupt:
+        raise UserError("interrupted while storing the trace: nothing was stored", exit_code=130) from None
+    if out:
+        try:
+            write_trace(result, out)
+        except KeyboardInterrupt:
+            raise UserError(f"interrupted: trace {uid} is stored, {out} was not written", exit_code=130) from None
+    if as_json:
+        print_json({"trace_id": trace_id, "uid": uid, **result.to_dict()})
+    else:
+        _print_phases(result)
+    err_console.print(f"trace {uid} stored ({result.status}, {result.wall_s:.2f} s, {len(result.phases)} phases)"
+                      + (f"; written to {out}" if out else ""), highlight=False)
+    if result.status == "timeout":
+        err_console.print(f"error: {argv[0]} ran past --timeout {timeout:g} s: its process tree was killed",
+                          highlight=False)
+        raise typer.Exit(TIMEOUT_EXIT)
+    if result.exit_status != 0:
+        err_console.print(f"error: {argv[0]} exited with status {result.exit_status} (trace stored as failed)",
+                          highlight=False)
+    raise typer.Exit(result.exit_status)
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse an --out path that cannot be written before running anything."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not os.access(probe, os.W_OK):
+        raise UserError(f"--out {out}: directory {probe} is not writable")
+
+
+def _print_phases(result) -> None:
+    rows = []
+    for p in result.phases:
+        row = {"phase": p.name, "method": p.method, "start_s": p.start_s, "end_s": p.end_s, "weight": p.weight,
+               "calls": p.calls}
+        for src, metric in SHOWN_METRICS:
+            value = p.signature.get(src, {}).get(metric)
+            if value is not None:
+                row[metric] = value
+        rows.append(row)
+    columns = ["phase", "method", "start_s", "end_s", "weight", "calls"]
+    columns += [m for _, m in SHOWN_METRICS if any(m in r for r in rows)]
+    print_table(rows, columns, title=f"{result.name}: {result.status}, {result.wall_s:.2f} s")

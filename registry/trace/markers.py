@@ -1,0 +1,76 @@
+"""Phase markers an application writes while `nodereg trace` runs it.
+
+    from registry.trace.markers import phase
+    with phase("solve"):
+        ...
+
+Protocol (any language): the tracer puts the path of a FIFO in the environment variable
+NODEREG_PHASE_FIFO; a marker is one line "begin NAME [T]" or "end NAME [T]" written to it in a
+single write, NAME without whitespace, T (optional) the CLOCK_MONOTONIC time in seconds at which
+the phase began or ended. Without T the tracer timestamps the line on arrival (a few ms late at
+most). Outside a trace the markers cost one environment look-up and do nothing.
+
+This module imports only the standard library (no numpy/pandas): applications import it.
+"""
+
+import os
+import time
+from contextlib import contextmanager
+
+FIFO_ENV = "NODEREG_PHASE_FIFO"
+
+_fd: int | None = None
+_fd_pid: int | None = None
+
+
+def _writer() -> int:
+    """The FIFO's write end for this process (-1 outside a trace); reopened after a fork."""
+    global _fd, _fd_pid
+    if _fd is None or _fd_pid != os.getpid():
+        path = os.environ.get(FIFO_ENV)
+        _fd = -1
+        if path:
+            try:
+                _fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                _fd = -1  # no tracer reading: markers become no-ops
+        _fd_pid = os.getpid()
+    return _fd
+
+
+def _clean(name: str) -> str:
+    name = "_".join(str(name).split())
+    if not name:
+        raise ValueError("a phase name must not be empty")
+    return name
+
+
+def mark(verb: str, name: str) -> None:
+    """Write one marker line ('begin' or 'end'); never raises because the tracer is gone."""
+    if verb not in ("begin", "end"):
+        raise ValueError(f"marker verb must be 'begin' or 'end', not {verb!r}")
+    line = f"{verb} {_clean(name)} {time.monotonic():.9f}\n".encode()
+    fd = _writer()
+    if fd >= 0:
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass  # a full or closed FIFO must never break the application
+
+
+def begin(name: str) -> None:
+    mark("begin", name)
+
+
+def end(name: str) -> None:
+    mark("end", name)
+
+
+@contextmanager
+def phase(name: str):
+    """Mark the enclosed block as phase `name` (nesting and repeated names are fine)."""
+    begin(name)
+    try:
+        yield
+    finally:
+        end(name)

@@ -1,0 +1,253 @@
+"""Run one command under observation: argv (never a shell), inherited stdio, samples every interval.
+
+The child stays in the tracer's process group, so a terminal's Ctrl-C and a terminal read reach it
+as if run directly. The tracer is a child subreaper (prctl), so descendants whose parent died stay
+findable: a timeout or an interrupt freezes (SIGSTOP) the whole tree, then kills it. A pidfd wakes
+the loop the moment the command exits (exact wall time); the marker FIFO is read in the same
+select loop, so markers get arrival times within milliseconds even when they carry none.
+"""
+
+import ctypes
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from registry.errors import UserError
+from registry.trace import procfs
+from registry.trace.markers import FIFO_ENV
+from registry.trace.sampler import TreeSampler
+
+PR_SET_CHILD_SUBREAPER = 36
+TERM_GRACE_S = 2.0
+
+
+class Interrupted(Exception):
+    """The user interrupted the trace (SIGINT/SIGTERM); the command's tree has been terminated."""
+
+
+@dataclass
+class Marker:
+    verb: str      # begin | end
+    name: str
+    t_s: float     # seconds since the command started
+
+
+@dataclass
+class RunResult:
+    argv: list[str]
+    exit_status: int
+    status: str                 # ok | failed | timeout
+    wall_s: float
+    t0_monotonic: float
+    samples: list[dict]
+    markers: list[Marker] = field(default_factory=list)
+    wss_cost_s: float = 0.0     # time the tracer spent reading working sets
+    cpu_s: float = 0.0          # user + system time of the command and the children it waited for
+
+
+def check_command(argv: list[str], env: dict | None = None) -> None:
+    """Fail early, with the usual shell wording, when argv[0] cannot be executed."""
+    if not argv:
+        raise UserError("no command given: nodereg trace [OPTIONS] -- CMD [ARG...]")
+    cmd = argv[0]
+    path = (env or os.environ).get("PATH")
+    found = cmd if "/" in cmd else shutil.which(cmd, path=path)
+    if not found or not os.path.exists(found):
+        raise UserError(f"command not found: {cmd}", exit_code=127)
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise UserError(f"command is not executable: {cmd}", exit_code=126)
+
+
+def exit_status(returncode: int) -> int:
+    """Shell convention: a child killed by signal N exits 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _set_subreaper() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: orphans of a killed tree may survive, nothing else changes
+
+
+def _adopted(known: set[int]) -> list[int]:
+    """Processes of the traced tree that the subreaper adopted after their parent died: our children
+    that were seen in the tree before, with their descendants (never our other children)."""
+    me = os.getpid()
+    out = []
+    for pid in procfs.tree(me):
+        if pid != me and pid in known:
+            out.extend(procfs.tree(pid))
+    return out
+
+
+def kill_tree(root: int, *, known: set[int] = frozenset(), grace_s: float = 0.0) -> None:
+    """Stop every process of the tree (so none can fork a new one), then kill them all.
+
+    `known`: pids seen in the tree earlier (orphans the subreaper adopted are found through it).
+    With `grace_s` > 0 the tree first gets SIGTERM (and SIGCONT) and that long to exit by itself.
+    """
+    if grace_s > 0:
+        for pid in set(procfs.tree(root)) | set(_adopted(known)):
+            _signal(pid, signal.SIGTERM)
+            _signal(pid, signal.SIGCONT)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and _alive(root):
+            time.sleep(0.02)
+    seen: set[int] = set()
+    while True:  # freeze until no new process appears, then kill the frozen set
+        pids = set(procfs.tree(root)) | set(_adopted(known | seen))
+        if pids <= seen:
+            break
+        for pid in pids - seen:
+            _signal(pid, signal.SIGSTOP)
+        seen |= pids
+    for pid in seen:
+        _signal(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap_orphans(pids: set[int]) -> None:
+    """Collect zombies of orphans the subreaper adopted (only pids that belonged to the tree)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+class _MarkerReader:
+    """Reads marker lines from the FIFO (non-blocking; keeps a partial trailing line)."""
+
+    def __init__(self, path: Path, t0: float):
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._keep_open = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # no EOF when writers close
+        self.t0 = t0
+        self.buffer = b""
+        self.markers: list[Marker] = []
+
+    def drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        now = time.monotonic() - self.t0
+        for line in lines:
+            parts = line.decode(errors="replace").split()
+            if len(parts) < 2 or parts[0] not in ("begin", "end"):
+                continue
+            t_s = now
+            if len(parts) >= 3:
+                try:
+                    t_s = float(parts[2]) - self.t0
+                except ValueError:
+                    pass
+            self.markers.append(Marker(parts[0], parts[1], t_s))
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.close(self._keep_open)
+
+
+def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
+        cpus: list[int] | None = None, env: dict | None = None, wss: bool = True) -> RunResult:
+    """Run `argv` to completion (or timeout), sampling its process tree every `interval_s`.
+
+    Raises `Interrupted` on SIGINT/SIGTERM after terminating the tree; nothing is returned then.
+    """
+    if interval_s <= 0:
+        raise UserError("--interval must be positive")
+    env = dict(os.environ if env is None else env)
+    _set_subreaper()
+    with tempfile.TemporaryDirectory(prefix="nodereg-trace-") as tmp:
+        fifo = Path(tmp) / "phases.fifo"
+        os.mkfifo(fifo, 0o600)
+        env[FIFO_ENV] = str(fifo)
+        return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss)
+
+
+def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss) -> RunResult:
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupted(signum, frame):
+        raise Interrupted()
+
+    t0 = time.monotonic()
+    reader = _MarkerReader(fifo, t0)
+    try:
+        proc = subprocess.Popen(argv, env=env, preexec_fn=preexec, close_fds=True)
+    except OSError as exc:
+        reader.close()
+        raise UserError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=127) from None
+    for sig in previous:
+        signal.signal(sig, interrupted)
+    pidfd = os.pidfd_open(proc.pid)
+    sampler = TreeSampler(proc.pid, wss=wss)
+    status = None
+    try:
+        sampler.prime(0.0)
+        next_tick = t0 + interval_s
+        deadline = t0 + timeout_s if timeout_s else None
+        while True:
+            now = time.monotonic()
+            wake = min(next_tick, deadline) if deadline else next_tick
+            ready, _, _ = select.select([reader.fd, pidfd], [], [], max(0.0, wake - now))
+            if reader.fd in ready:
+                reader.drain()
+            now = time.monotonic()
+            if pidfd in ready:  # exited: sample the zombie once more, then reap
+                wall = now - t0
+                sampler.sample(wall, final=True)
+                break
+            if deadline and now >= deadline:
+                wall = now - t0
+                sampler.sample(wall)
+                kill_tree(proc.pid, known=sampler.pids_seen)
+                status = "timeout"
+                break
+            if now >= next_tick:
+                sampler.sample(now - t0)
+                next_tick += interval_s * max(1, int((now - next_tick) / interval_s) + 1)
+        _, wait_status, usage = os.wait4(proc.pid, 0)
+        returncode = proc.returncode = os.waitstatus_to_exitcode(wait_status)
+        reader.drain()
+    except Interrupted:
+        kill_tree(proc.pid, known=sampler.pids_seen, grace_s=TERM_GRACE_S)
+        proc.wait()
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(pidfd)
+        reader.close()
+        _reap_orphans(sampler.pids_seen - {proc.pid})
+    code = exit_status(returncode)
+    return RunResult(argv=list(argv), exit_status=code, status=status or ("ok" if code == 0 else "failed"),
+                     wall_s=wall, t0_monotonic=t0, samples=sampler.rows, markers=reader.markers,
+                     wss_cost_s=sampler.wss_cost_s, cpu_s=usage.ru_utime + usage.ru_stime)

@@ -1,0 +1,117 @@
+"""One traced run, end to end: observe the command, find its phases, give each a signature.
+
+`observe` runs the command with every sampling source the node supports (proc always, perf
+counters where the PMU exists, the OpenMP shim when requested); `trace_command` turns that into
+a `Trace` (phases of all three methods, signatures, optional cachegrind pass).
+"""
+
+import os
+import socket
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from registry.errors import UserError
+from registry.inventory import Inventory
+from registry.trace import cachegrind as cg
+from registry.trace import counters as perf
+from registry.trace import omp as gomp
+from registry.trace import phases as ph
+from registry.trace import runner, signature
+from registry.trace.sampler import METRICS
+from registry.trace.tracefile import Phase, Trace
+
+
+@dataclass
+class Observation:
+    run: runner.RunResult
+    counter_rows: list[dict] = field(default_factory=list)
+    omp_records: list[gomp.OmpRecord] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
+            cpus: list[int] | None = None, env: dict | None = None, omp: bool = True,
+            counters: bool | None = None, wss: bool = True) -> Observation:
+    """Run `argv` once under every available sampling source. Raises runner.Interrupted on Ctrl-C."""
+    env = dict(os.environ if env is None else env)
+    runner.check_command(argv, env)
+    use_counters = perf.available() if counters is None else counters
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="nodereg-obs-") as tmp:
+        omp_out, perf_out = Path(tmp) / "gomp.tsv", Path(tmp) / "perf.csv"
+        if omp:
+            try:
+                env.update(gomp.environment(gomp.build_shim(), omp_out, env))
+            except UserError as exc:
+                omp = False
+                notes.append(f"OpenMP regions not traced: {exc}")
+        run_argv = perf.wrap(argv, perf_out, interval_s) if use_counters else list(argv)
+        result = runner.run(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, wss=wss)
+        result.argv = list(argv)
+        counter_rows = perf.parse(perf_out.read_text()) if use_counters and perf_out.exists() else []
+        records = gomp.read_records(omp_out, result.t0_monotonic) if omp else []
+    sources = ["proc"] + (["counters"] if counter_rows else [])
+    if not use_counters:
+        notes.append("hardware counters not available on this node (perf): source 'counters' skipped")
+    return Observation(result, counter_rows, records, sources, notes)
+
+
+def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 0.1,
+                  timeout_s: float | None = None, cpus: list[int] | None = None, env: dict | None = None,
+                  inventory: Inventory | None = None, cachegrind: bool = False,
+                  probe_cmd: list[str] | None = None, omp: bool = True,
+                  status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
+    """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...)."""
+    started = datetime.now(timezone.utc)
+    obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, omp=omp)
+    run = obs.run
+    llc = inventory.last_level_cache() if inventory else None
+    llc_bytes = llc.size_bytes if llc else None
+    phases = (ph.marker_phases(run.markers, run.wall_s) + ph.omp_phases(obs.omp_records, run.wall_s)
+              + ph.auto_phases(run.samples, run.wall_s, interval_s))
+    signature.attach(phases, run.samples, obs.counter_rows, llc_bytes, interval_s)
+    notes, sources = list(obs.notes), list(obs.sources)
+    cg_doc = None
+    if cachegrind:
+        if run.status != "ok":
+            notes.append(f"cachegrind pass skipped: the command {run.status}")
+        elif inventory is None:
+            raise UserError(f"node {node!r} has no stored inventory: cachegrind needs its cache sizes")
+        else:
+            if status:
+                status("cachegrind pass (valgrind; 20-100x slower than the run)")
+            stats = cg.run(probe_cmd or argv, inventory, cpus=cpus, env=env)
+            cg_doc = _attach_cachegrind(phases, stats)
+            sources.append("cachegrind")
+    samples = {"t_s": [r["t_s"] for r in run.samples]}
+    first = (env if env is not None else os.environ).get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    threads = int(first) if first.isdigit() else max((r.max_threads for r in obs.omp_records), default=None)
+    samples.update({m: [r[m] for r in run.samples] for m in METRICS})
+    trace = Trace(
+        name=name, node=node, host=socket.gethostname(), command=list(argv), exit_status=run.exit_status,
+        status=run.status, wall_s=run.wall_s, interval_s=interval_s, started_at=started.isoformat(),
+        sources=sources, phases=phases, samples=samples, threads=threads, cachegrind=cg_doc,
+        meta={"cpu_list": None if cpus is None else ",".join(map(str, cpus)),
+              "probe_cmd": probe_cmd, "llc_bytes": llc_bytes, "wss_cost_s": run.wss_cost_s, "cpu_s": run.cpu_s,
+              "counters": [{k: v for k, v in r.items()} for r in obs.counter_rows] or None})
+    return trace, notes
+
+
+def _attach_cachegrind(phases: list[Phase], stats: cg.CachegrindStats) -> dict:
+    """Per-function cachegrind metrics onto the OpenMP phases of the same function; whole-program
+    metrics onto a method's phase when it is that method's only phase (it then is the program)."""
+    by_fn = {cg.function_key(fn): counts for fn, counts in stats.functions.items()}
+    for p in phases:
+        if p.method == "omp" and cg.function_key(p.name) in by_fn:
+            p.signature["cachegrind"] = cg.metrics(by_fn[cg.function_key(p.name)])
+    for method in {p.method for p in phases}:
+        same = [p for p in phases if p.method == method]
+        if len(same) == 1 and "cachegrind" not in same[0].signature:
+            same[0].signature["cachegrind"] = cg.metrics(stats.total)
+    top = sorted(stats.functions.items(), key=lambda kv: -kv[1].get("Ir", 0.0))[:20]
+    return {"options": stats.options, "total": cg.metrics(stats.total),
+            "functions": {fn: cg.metrics(counts) for fn, counts in top}}

@@ -1,0 +1,38 @@
+"""Automatic segmentation on series whose change points are known by construction."""
+
+import numpy as np
+import pytest
+
+from registry.trace import phases
+
+
+def _series(n, rng, interval=0.1):
+    """cpu steps up at n/3 and down at 2n/3; the working set jumps at n/2 (noise on both)."""
+    idx = np.arange(n)
+    cpu = np.where((idx >= n // 3) & (idx < 2 * n // 3), 1.0, 0.1) + rng.normal(0, 0.05, n)
+    wss = np.where(idx >= n // 2, 200.0, 0.1) * (1 + rng.normal(0, 0.1, n))
+    samples = [{"t_s": (i + 1) * interval, "cpu_util": cpu[i], "wss_mb": wss[i], "rss_mb": 300.0} for i in idx]
+    return samples, [n // 3 * interval, n // 2 * interval, 2 * n // 3 * interval]
+
+
+@pytest.mark.parametrize("n", [300, 12000])  # full resolution, and the block path for long runs
+def test_known_change_points_are_found_within_one_interval(n):
+    samples, truth = _series(n, np.random.default_rng(7))
+    found = [p.start_s for p in phases.auto_phases(samples, n * 0.1, 0.1)[1:]]
+    assert len(found) == 3
+    assert np.abs(np.array(found) - truth).max() <= 0.1
+
+
+def test_a_straddling_sample_places_the_boundary_inside_its_interval():
+    # cpu 0 then 1; the sample ending at 1.0 s is 30% busy: the change happened at 0.97 s
+    cpu = [0.0] * 9 + [0.3] + [1.0] * 10
+    samples = [{"t_s": (i + 1) * 0.1, "cpu_util": c} for i, c in enumerate(cpu)]
+    (first, second) = phases.auto_phases(samples, 2.0, 0.1)
+    assert second.start_s == pytest.approx(0.97, abs=0.005)
+    assert first.weight + second.weight == pytest.approx(1.0)
+
+
+def test_short_blips_are_merged():
+    cpu = [1.0] * 20 + [0.0] * 2 + [1.0] * 20  # a 0.2 s stall is no phase (min 3 intervals)
+    samples = [{"t_s": (i + 1) * 0.1, "cpu_util": c} for i, c in enumerate(cpu)]
+    assert len(phases.auto_phases(samples, 4.2, 0.1)) == 1
