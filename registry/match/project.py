@@ -22,6 +22,7 @@ from registry.db import utcnow
 from registry.db.write import get_or_create, insert_rows, new_uid
 from registry.errors import UserError
 from registry.match import references as refs_mod
+from registry.match.similarity import load_weights
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, Query
 from registry.models.plugins import create
 from registry.trace.lookup import FoundTrace
@@ -90,7 +91,7 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
-def _project_phase(phase, trace, profiles, model_name: str, nodes: list[str]) -> PhaseResult:
+def _project_phase(phase, trace, profiles, model_name: str, nodes: list[str], weights: dict) -> PhaseResult:
     util = _cpu_util(phase.signature)
     time_s = float(phase.time_s)
     if util is not None and util < IDLE_CPU_UTIL:
@@ -98,7 +99,7 @@ def _project_phase(phase, trace, profiles, model_name: str, nodes: list[str]) ->
         return PhaseResult(phase.name, time_s, "idle", {}, same)
     mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
     threads = refs_mod.threads_on(profiles, mode, k)
-    refset, info = refs_mod.reference_set(profiles, threads)
+    refset, info = refs_mod.reference_set(profiles, threads, weights)
     model = create(model_name, kind="projection")
     if NEEDS_SIGNATURES not in model.needs:
         raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
@@ -131,7 +132,8 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     phases = [p for p in trace.phases if p.time_s and p.time_s > 0]
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
-    results = [_project_phase(p, trace, profiles, model, targets) for p in phases]
+    weights = load_weights(conn)
+    results = [_project_phase(p, trace, profiles, model, targets, weights) for p in phases]
     covered = sum(r.time_s for r in results)
     wall = max(float(trace.wall_s), covered)
     rest = wall - covered

@@ -121,7 +121,8 @@ def threads_on(profiles: Profiles, mode: str, k: int) -> dict[str, int]:
     return out
 
 
-def reference_set(profiles: Profiles, threads: dict[str, int]) -> tuple[ReferenceSet, pd.DataFrame]:
+def reference_set(profiles: Profiles, threads: dict[str, int],
+                  weights: dict[str, float] | None = None) -> tuple[ReferenceSet, pd.DataFrame]:
     """References at these thread counts: features of the base node's configs, ln(time on node / on base).
 
     Returns the set and a table describing each reference (for explanations).
@@ -145,7 +146,9 @@ def reference_set(profiles: Profiles, threads: dict[str, int]) -> tuple[Referenc
         raise UserError(f"the profile of {profiles.base!r} has no signatures to compare phases with: "
                         "re-profile it with this version of nodereg")
     info = base.set_index("key")[["run_id", "threads", "placement"]]
-    return ReferenceSet(base_node=profiles.base, features=features, log_ratio=log_ratio), info
+    refs = ReferenceSet(base_node=profiles.base, features=features, log_ratio=log_ratio,
+                        feature_weights=dict(weights or {}))
+    return refs, info
 
 
 def thread_mode(cpu_util: float | None, trace_threads: int | None, base_cpus: int) -> tuple[str, int]:

@@ -1,0 +1,123 @@
+"""`nodereg import lumos DIR` and `nodereg evaluate`: external measurements in, honest accuracy out."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from registry import evaluate as ev
+from registry.cli.app import app, import_app, state
+from registry.cli.output import err_console, print_json, print_table
+from registry.errors import UserError
+from registry.io.lumos import import_lumos
+from registry.match.similarity import load_weights
+
+
+@contextmanager
+def _progress(description: str, total: int | None = None):
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(description, total=total)
+
+        def advance(done: int | None = None, of: int | None = None) -> None:
+            if of is not None:
+                progress.update(task, completed=done, total=of)
+            else:
+                progress.advance(task)
+        yield advance
+
+
+@import_app.command("lumos")
+def import_lumos_cmd(
+    ctx: typer.Context,
+    directory: Path = typer.Argument(..., help="A cloud folder of the Lumos dataset: DIR/<interval>/<vm>/<run>/ "
+                                               "or DIR/<vm>/<run>/ (each run: report.json + sar.csv)."),
+    cloud: str = typer.Option(None, "--cloud",
+                              help="Cloud name (node names are CLOUD/VM). Default: the folder's name."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Import the Lumos dataset: each VM type a node, each workload an app with its runs and sar traces."""
+    reg = state(ctx).registry()
+    with _progress("reading runs") as advance:
+        summary = import_lumos(reg, directory, cloud, progress=lambda done, of: advance(done, of))
+    out = summary.as_dict()
+    if as_json:
+        print_json(out)
+        return
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(out.pop("skipped").items())) or "none"
+    rows = [{"field": k, "value": v} for k, v in out.items()] + [{"field": "skipped", "value": skipped}]
+    print_table(rows, ["field", "value"], title=f"lumos import: {summary.cloud}")
+
+
+def _model_list(text: str | None, data: ev.EvalData) -> tuple[list[str], list[str]]:
+    servable, skipped = ev.servable_models(data)
+    if not text:
+        return servable, skipped
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("--models needs at least one model name")
+    unknown = [n for n in names if n not in servable and n not in ev.BASELINES]
+    if unknown:
+        raise UserError(f"cannot evaluate {', '.join(unknown)}: the models that can serve here are "
+                        f"{', '.join(servable + list(ev.BASELINES)) or 'none'}")
+    return names, []
+
+
+def _pct(value):
+    return None if value is None else round(100 * value, 2)
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    ctx: typer.Context,
+    base: str = typer.Option(None, "--base", help="Base node (its traces are the queries). Default: the node with "
+                                                  "traces of the most apps measured elsewhere."),
+    models: str = typer.Option(None, "--models", help="Comma-separated models (default: every installed projection "
+                                                      "model that can serve, plus the baselines)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    predictions: Path = typer.Option(None, "--predictions", help="Write every prediction to this CSV: "
+                                                                  "model,app,node,predicted_s,actual_s."),
+) -> None:
+    """Leave-one-app-out accuracy of the projection models on measured runs (MAPE, top-1, regret, noise floor)."""
+    reg = state(ctx).registry(readonly=True)
+    data = ev.load(reg, base, weights_loader=load_weights)
+    names, skipped = _model_list(models, data)
+    chosen = [n for n in names if n not in ev.BASELINES]
+    baselines = [n for n in names if n in ev.BASELINES] if models else list(ev.BASELINES)
+    total = len(data.apps) * (len(chosen) + len(baselines))
+    with _progress("leave-one-app-out", total) as advance:
+        results = ev.evaluate(data, chosen, baselines=baselines, on_app=advance)
+    if predictions is not None:
+        try:
+            ev.predictions_frame(results).to_csv(predictions, index=False)
+        except OSError as exc:
+            raise UserError(f"cannot write {predictions}: {exc.strerror}") from None
+    noise = ev.noise_floor(data.runs)
+    rows = [{"model": r.name, "kind": r.kind, "apps": r.metrics["apps"], "predictions": r.metrics["cells"],
+             "mape_pct": _pct(r.metrics["mape"]), "median_ape_pct": _pct(r.metrics["median_ape"]),
+             "top1_pct": _pct(r.metrics["top1"]), "regret_pct": _pct(r.metrics["regret"]),
+             "interval_coverage_pct": _pct(r.metrics["coverage"]),
+             "seconds": round(r.seconds, 2), "error": r.error} for r in results]
+    if as_json:
+        print_json({"base": data.base_node, "apps": len(data.apps), "nodes": list(data.actual_s.columns),
+                    "noise_floor": {**noise, "mape_pct": _pct(noise["mape"]),
+                                    "median_ape_pct": _pct(noise["median_ape"])},
+                    "models": rows, "not_evaluated": skipped})
+        return
+    table = [{"model": r["model"], "apps": r["apps"], "MAPE %": r["mape_pct"], "med APE %": r["median_ape_pct"],
+              "top-1 %": r["top1_pct"], "regret %": r["regret_pct"], "s": r["seconds"], "error": r["error"]}
+             for r in rows]
+    columns = ["model", "apps", "MAPE %", "med APE %", "top-1 %", "regret %", "s"]
+    print_table(table, columns + (["error"] if any(r["error"] for r in rows) else []),
+                title=f"leave-one-app-out, base {data.base_node}: {len(data.apps)} apps x "
+                      f"{data.actual_s.shape[1]} other nodes")
+    if baselines:
+        err_console.print(f"baselines: {', '.join(baselines)} (see docs/evaluation.md)")
+    if noise["mape"] is not None:
+        err_console.print(f"noise floor (one run vs the median of the others, {noise['runs']} runs): "
+                          f"MAPE {_pct(noise['mape'])}%, median {_pct(noise['median_ape'])}%")
+    for line in skipped:
+        err_console.print(f"not evaluated: {line}")

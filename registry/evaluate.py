@@ -1,0 +1,356 @@
+"""Honest evaluation of projection models on measured runs: leave one app out.
+
+For every app that has a trace on the base node and measured runs on other nodes, the reference set
+is built from the OTHER apps only (their signatures on the base node, their measured node-to-base
+time ratios), the model is fitted on it, and the held-out app's time on every other node is
+predicted from what was measured of it on the base node alone: its signature (the mean over its
+base traces, each trace's phases weighted by their share of the run) and its base time (the median
+of its base runs). Nothing of the held-out app's runs on other nodes reaches the model; a model's
+hyper-parameters are its fixed defaults.
+
+Measured truth per app and node is the median of the measured runs (at the node's default thread
+count: `threads` NULL or all of the node's CPUs). Metrics, per model:
+
+* MAPE and median APE over every (app, other node) cell with a measurement;
+* top-1: share of apps whose predicted fastest other node is the measured fastest;
+* mean regret: time on the chosen node over the time on the best one, minus 1;
+* interval coverage: share of measured times inside the model's [low, high] (models with intervals);
+
+and, for the data itself, the noise floor: each run against the median of the other runs of the
+same app on the same node (every app, on the base and the evaluated nodes; cells with >= 2 runs).
+
+Two simple baselines run beside the installed models so that every report says what "simple"
+reaches on the same data: ``median-ratio`` (each node's median ratio over all references) and
+``knn5-sar`` (the plain mean of the 5 nearest references by z-scored sar summary).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+from threadpoolctl import threadpool_limits
+
+from registry.db import Registry
+from registry.errors import UserError
+from registry.models.base import (NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction, ProjectionModel,
+                                  Query, ReferenceSet)
+
+SERVABLE_NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
+BASELINES = ("median-ratio", "knn5-sar")
+
+
+@dataclass
+class EvalData:
+    """Everything leave-one-app-out needs, read once from the registry."""
+
+    base_node: str
+    features: pd.DataFrame          # index app; columns 'source.metric'; on the base node
+    base_time_s: pd.Series          # index app; median base run (or trace wall time)
+    actual_s: pd.DataFrame          # index app; columns every other node; median measured time, NaN = none
+    runs: pd.DataFrame              # app, node, time_s: every run on the base and the evaluated nodes (noise floor)
+    node_features: pd.DataFrame | None = None
+    feature_weights: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def apps(self) -> list[str]:
+        return list(self.features.index)
+
+    def log_ratio(self) -> pd.DataFrame:
+        return np.log(self.actual_s.div(self.base_time_s, axis=0))
+
+    def references(self, without: str) -> ReferenceSet:
+        """The reference set of every app but `without`."""
+        keep = [a for a in self.apps if a != without]
+        return ReferenceSet(base_node=self.base_node, features=self.features.loc[keep],
+                            log_ratio=self.log_ratio().loc[keep], node_features=self.node_features,
+                            feature_weights=dict(self.feature_weights))
+
+    def query(self, app: str) -> Query:
+        return Query(name=app, features=self.features.loc[app].dropna(), base_time_s=float(self.base_time_s[app]))
+
+
+def resolve_node(conn: sa.Connection, name: str) -> tuple[int, str]:
+    """A node by exact name, else by the part after the last '/' (e.g. 'g6.xlarge' for 'alibaba/g6.xlarge')."""
+    rows = conn.execute(sa.text("SELECT node_id, name FROM nodes")).fetchall()
+    exact = [r for r in rows if r[1] == name]
+    if exact:
+        return exact[0][0], exact[0][1]
+    tail = [r for r in rows if r[1].rsplit("/", 1)[-1] == name]
+    if len(tail) == 1:
+        return tail[0][0], tail[0][1]
+    if len(tail) > 1:
+        raise UserError(f"node {name!r} is ambiguous: {', '.join(sorted(r[1] for r in tail))}")
+    raise UserError(f"no node called {name!r} in the registry (see `nodereg nodes list`)")
+
+
+def default_base(conn: sa.Connection) -> str:
+    """The node with traces of the most apps that also have runs elsewhere (ties: the name)."""
+    row = conn.execute(sa.text("""
+        SELECT n.name, count(DISTINCT t.app_id) AS apps
+        FROM traces t JOIN nodes n ON n.node_id = t.node_id
+        WHERE t.status = 'ok'
+          AND EXISTS (SELECT 1 FROM runs r WHERE r.app_id = t.app_id AND r.node_id <> t.node_id)
+        GROUP BY n.name ORDER BY apps DESC, n.name LIMIT 1""")).fetchone()
+    if row is None:
+        raise UserError("nothing to evaluate: the registry has no app with a trace on one node and measured runs "
+                        "on another (import some, e.g. `nodereg import lumos DIR`)")
+    return row[0]
+
+
+def _signatures(conn: sa.Connection, base_id: int) -> pd.DataFrame:
+    rows = conn.execute(sa.text("""
+        SELECT a.name AS app, t.trace_id, p.weight, s.source, s.metric, s.value
+        FROM traces t
+        JOIN apps a ON a.app_id = t.app_id
+        JOIN phases p ON p.trace_id = t.trace_id
+        JOIN signatures s ON s.owner_kind = 'phase' AND s.owner_id = p.phase_id
+        WHERE t.node_id = :base AND t.status = 'ok' AND s.value IS NOT NULL"""), {"base": base_id}).fetchall()
+    frame = pd.DataFrame(rows, columns=["app", "trace_id", "weight", "source", "metric", "value"])
+    if frame.empty:
+        return pd.DataFrame()
+    frame["feature"] = frame["source"] + "." + frame["metric"]
+    frame["wv"] = frame["weight"] * frame["value"]
+    per_trace = frame.groupby(["app", "trace_id", "feature"])[["wv", "weight"]].sum()
+    per_trace = (per_trace["wv"] / per_trace["weight"]).rename("value").reset_index()
+    return per_trace.groupby(["app", "feature"])["value"].mean().unstack("feature").sort_index()
+
+
+def _runs(conn: sa.Connection) -> pd.DataFrame:
+    rows = conn.execute(sa.text("""
+        SELECT a.name, n.name, r.time_s
+        FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+        WHERE r.time_s > 0 AND (r.threads IS NULL OR n.n_cpus IS NULL OR r.threads = n.n_cpus)""")).fetchall()
+    return pd.DataFrame(rows, columns=["app", "node", "time_s"])
+
+
+def _trace_walls(conn: sa.Connection, base_id: int) -> pd.Series:
+    rows = conn.execute(sa.text("""
+        SELECT a.name, t.wall_s FROM traces t JOIN apps a ON a.app_id = t.app_id
+        WHERE t.node_id = :base AND t.status = 'ok' AND t.wall_s > 0"""), {"base": base_id}).fetchall()
+    frame = pd.DataFrame(rows, columns=["app", "wall_s"])
+    return frame.groupby("app")["wall_s"].median()
+
+
+def _node_features(conn: sa.Connection, nodes: list[str]) -> pd.DataFrame | None:
+    rows = conn.execute(sa.text("SELECT name, n_cpus, cores, memory_bytes, max_mhz FROM nodes")).fetchall()
+    frame = pd.DataFrame(rows, columns=["node", "n_cpus", "cores", "memory_gib", "max_mhz"]).set_index("node")
+    frame["memory_gib"] = frame["memory_gib"] / 2**30
+    frame = frame.reindex(nodes).astype(float).dropna(axis=1, how="all")
+    return frame if not frame.empty else None
+
+
+def load(registry: Registry, base: str | None = None,
+         weights_loader: Callable[[sa.Connection], dict[str, float]] | None = None) -> EvalData:
+    """Read the evaluation data of base node `base` (default: `default_base`)."""
+    with registry.connect() as conn:
+        base_name = resolve_node(conn, base)[1] if base else default_base(conn)
+        base_id = resolve_node(conn, base_name)[0]
+        features = _signatures(conn, base_id)
+        runs = _runs(conn)
+        walls = _trace_walls(conn, base_id)
+        weights = weights_loader(conn) if weights_loader else {}
+        if features.empty:
+            raise UserError(f"no app has a trace with a signature on the base node {base_name}")
+        medians = runs.groupby(["app", "node"])["time_s"].median().unstack("node")
+        base_time = (medians[base_name] if base_name in medians.columns else pd.Series(dtype=float))
+        base_time = base_time.reindex(features.index).fillna(walls.reindex(features.index))
+        others = [n for n in medians.columns if n != base_name]
+        actual = medians.reindex(index=features.index, columns=others)
+        keep = base_time.notna() & (base_time > 0) & actual.notna().any(axis=1)
+        apps = list(features.index[keep])
+        if len(apps) < 3:
+            raise UserError(f"base node {base_name}: only {len(apps)} app(s) have a base trace and measured runs on "
+                            "other nodes; leave-one-app-out needs at least 3")
+        actual = actual.loc[apps].dropna(axis=1, how="all")
+        node_features = _node_features(conn, list(actual.columns))
+    on_nodes = runs[runs["node"].isin([base_name, *actual.columns])].reset_index(drop=True)
+    return EvalData(base_name, features.loc[apps].dropna(axis=1, how="all"), base_time[apps].astype(float), actual,
+                    on_nodes, node_features, weights)
+
+
+# -- metrics -----------------------------------------------------------------------------------
+
+
+def noise_floor(runs: pd.DataFrame) -> dict:
+    """Mean and median |run - median(other runs)| / median(other runs), over cells with >= 2 runs."""
+    errors = []
+    for times in runs.groupby(["app", "node"])["time_s"]:
+        t = times[1].to_numpy(dtype=float)
+        if len(t) < 2:
+            continue
+        for i in range(len(t)):
+            other = np.median(np.delete(t, i))
+            errors.append(abs(t[i] - other) / other)
+    if not errors:
+        return {"mape": None, "median_ape": None, "cells": 0, "runs": 0}
+    cells = int((runs.groupby(["app", "node"]).size() >= 2).sum())
+    return {"mape": float(np.mean(errors)), "median_ape": float(np.median(errors)), "cells": cells,
+            "runs": len(errors)}
+
+
+def score(predictions: pd.DataFrame) -> dict:
+    """Accuracy of rows app, node, predicted_s, actual_s (actual present)."""
+    p = predictions.dropna(subset=["predicted_s", "actual_s"])
+    if p.empty:
+        return {"apps": 0, "cells": 0, "mape": None, "median_ape": None, "top1": None, "regret": None,
+                "coverage": None}
+    ape = (p["predicted_s"] - p["actual_s"]).abs() / p["actual_s"]
+    top1, regret = [], []
+    for _, g in p.groupby("app"):
+        chosen = g.loc[g["predicted_s"].idxmin()]
+        best = g["actual_s"].min()
+        top1.append(bool(chosen["actual_s"] <= best))
+        regret.append(float(chosen["actual_s"] / best - 1.0))
+    out = {"apps": int(p["app"].nunique()), "cells": len(p), "mape": float(ape.mean()),
+           "median_ape": float(ape.median()), "top1": float(np.mean(top1)), "regret": float(np.mean(regret)),
+           "coverage": None}
+    if {"low_s", "high_s"} <= set(p.columns) and (p["high_s"] > p["low_s"]).any():
+        out["coverage"] = float(((p["actual_s"] >= p["low_s"]) & (p["actual_s"] <= p["high_s"])).mean())
+    return out
+
+
+# -- baselines ---------------------------------------------------------------------------------
+
+
+class MedianRatioBaseline(ProjectionModel):
+    """Scale the base time by each node's median ratio over all references (ignores the signature)."""
+
+    name = "median-ratio"
+    description = "baseline: base time x the node's median node-to-base ratio over all references"
+    needs = frozenset()
+
+    def fit(self, refs: ReferenceSet) -> MedianRatioBaseline:
+        self.median = refs.log_ratio.median()
+        return self
+
+    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        out = []
+        for node in nodes:
+            r = float(self.median.get(node, np.nan))
+            t = query.base_time_s * np.exp(r) if np.isfinite(r) else np.nan
+            out.append(NodePrediction(node, t, t, t))
+        return out
+
+
+class KnnSarBaseline(ProjectionModel):
+    """Plain mean of the log ratios of the k nearest references, z-scored 'sar.*' features, Euclidean."""
+
+    name = "knn5-sar"
+    description = "baseline: 5 nearest references by z-scored sar summary, plain mean of their log ratios"
+    needs = frozenset({NEEDS_SIGNATURES})
+
+    def __init__(self, k: int = 5):
+        self.k = k
+
+    def fit(self, refs: ReferenceSet) -> KnnSarBaseline:
+        cols = [c for c in refs.features.columns if c.startswith("sar.")]
+        x = refs.features[cols]
+        self.mu, self.sd = x.mean(), x.std().replace(0, np.nan)
+        self.cols = [c for c in cols if np.isfinite(self.sd[c])]
+        self.z = ((x[self.cols] - self.mu[self.cols]) / self.sd[self.cols]).fillna(0.0)
+        self.y = refs.log_ratio
+        return self
+
+    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        zq = ((query.features.reindex(self.cols) - self.mu[self.cols]) / self.sd[self.cols]).fillna(0.0)
+        d = np.sqrt(((self.z - zq) ** 2).sum(axis=1))
+        out = []
+        for node in nodes:
+            col = self.y[node].dropna() if node in self.y.columns else pd.Series(dtype=float)
+            near = d[col.index].nsmallest(self.k).index
+            r = float(col[near].mean()) if len(near) else np.nan
+            t = query.base_time_s * np.exp(r)
+            out.append(NodePrediction(node, t, t, t))
+        return out
+
+
+def baseline(name: str) -> ProjectionModel:
+    return {"median-ratio": MedianRatioBaseline, "knn5-sar": KnnSarBaseline}[name]()
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelResult:
+    name: str
+    kind: str                      # 'model' | 'baseline'
+    metrics: dict
+    seconds: float
+    predictions: pd.DataFrame      # app, node, predicted_s, low_s, high_s, actual_s
+    error: str | None = None
+
+
+def servable_models(data: EvalData) -> tuple[list[str], list[str]]:
+    """Installed projection models that can serve here, and one line for each one that cannot (and why).
+
+    A model serves when everything it needs is among what leave-one-app-out provides: signatures
+    on the base node, and node features where the registry has them.
+    """
+    from registry.models import plugins
+
+    infos, broken = plugins.discover()
+    names, skipped = [], list(broken)
+    for info in infos:
+        if info.kind != "projection":
+            continue
+        missing = set(info.needs) - SERVABLE_NEEDS
+        if NEEDS_NODE_FEATURES in info.needs and data.node_features is None:
+            missing.add(NEEDS_NODE_FEATURES)
+        if missing:
+            skipped.append(f"{info.name}: needs {', '.join(sorted(missing))}, which these apps or nodes do not have")
+        else:
+            names.append(info.name)
+    return names, skipped
+
+
+def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: str, kind: str = "model",
+                   on_app: Callable[[], None] | None = None) -> ModelResult:
+    """Leave-one-app-out for one model; a model that fails on an app is reported, not fatal."""
+    rows, error = [], None
+    start = time.perf_counter()
+    nodes = list(data.actual_s.columns)
+    for app in data.apps:
+        try:
+            # the fits are small: thread pools (OpenMP, BLAS) only oversubscribe the CPUs (20x slower seen)
+            with threadpool_limits(1):
+                model = make().fit(data.references(without=app))
+                preds = model.predict(data.query(app), nodes)
+        except Exception as exc:  # noqa: BLE001 - one broken model must not stop the others
+            error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            break
+        for p in preds:
+            rows.append({"app": app, "node": p.node, "predicted_s": p.predicted_s, "low_s": p.low_s,
+                         "high_s": p.high_s, "actual_s": data.actual_s.at[app, p.node]})
+        if on_app:
+            on_app()
+    frame = pd.DataFrame(rows, columns=["app", "node", "predicted_s", "low_s", "high_s", "actual_s"])
+    metrics = score(frame) if error is None else score(frame.iloc[0:0])
+    return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error)
+
+
+def evaluate(data: EvalData, models: Iterable[str], *, baselines: Iterable[str] = BASELINES,
+             on_app: Callable[[], None] | None = None) -> list[ModelResult]:
+    """Every named installed model, then the named baselines, each by leave-one-app-out on `data`."""
+    from registry.models import plugins
+
+    results = []
+    for name in models:
+        cls = plugins.model_class(name, kind="projection")
+        results.append(evaluate_model(data, cls, name, "model", on_app))
+    for name in baselines:
+        results.append(evaluate_model(data, lambda name=name: baseline(name), name, "baseline", on_app))
+    return results
+
+
+def predictions_frame(results: list[ModelResult]) -> pd.DataFrame:
+    """Every prediction of every model: model, app, node, predicted_s, actual_s."""
+    frames = [r.predictions.assign(model=r.name) for r in results if r.error is None]
+    if not frames:
+        return pd.DataFrame(columns=["model", "app", "node", "predicted_s", "actual_s"])
+    return pd.concat(frames, ignore_index=True)[["model", "app", "node", "predicted_s", "actual_s"]]

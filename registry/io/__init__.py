@@ -1,0 +1,1 @@
+"""Bringing external data into the registry: the Lumos cloud dataset (``lumos``) and its ``sar`` traces."""

@@ -1,0 +1,154 @@
+"""`nodereg evaluate`: leave-one-app-out without peeking, the metrics, the noise floor, the CLI."""
+
+import csv
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+from conftest import assert_one_line_error
+from lumos_synth import BASE, VMS, make_dataset
+
+from registry import evaluate as ev
+from registry.db import open_registry
+from registry.db.write import insert_rows
+from registry.errors import UserError
+from registry.io.lumos import import_lumos
+from registry.match.similarity import SimilarityModel, load_weights
+
+
+@pytest.fixture(scope="module")
+def synth_registry(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("eval")
+    url = f"duckdb:///{tmp / 'r.duckdb'}"
+    reg = open_registry(url)
+    import_lumos(reg, make_dataset(tmp / "synth", n_apps=12))
+    reg.close()
+    return url
+
+
+def _data(url, base=BASE):
+    reg = open_registry(url, readonly=True)
+    try:
+        return ev.load(reg, base, weights_loader=load_weights)
+    finally:
+        reg.close()
+
+
+def test_load_builds_the_leave_one_out_tables(synth_registry):
+    data = _data(synth_registry)
+    assert data.base_node == f"synth/{BASE}"
+    assert len(data.apps) == 13                                  # 12 + the Hive one
+    assert set(data.actual_s.columns) == {f"synth/{v}" for v in VMS if v != BASE}
+    assert "sar.cpu_sat_frac" in data.features.columns and "meta.framework_hive" in data.features.columns
+    refs = data.references(without=data.apps[0])
+    assert data.apps[0] not in refs.features.index and len(refs.features) == 12
+    assert refs.feature_weights["sar.*"] == 1.0
+    # ratios are ln(median on node / median on base)
+    app, node = data.apps[1], f"synth/c6.large"
+    runs = data.runs[(data.runs.app == app)]
+    expected = np.log(runs[runs.node == node].time_s.median() / runs[runs.node == data.base_node].time_s.median())
+    assert refs.log_ratio.at[app, node] == pytest.approx(expected)
+    assert data.node_features.loc["synth/g6.2xlarge", "n_cpus"] == 8
+
+
+def test_similarity_beats_ignoring_the_signature(synth_registry):
+    data = _data(synth_registry)
+    sim = ev.evaluate_model(data, SimilarityModel, "similarity")
+    flat = ev.evaluate_model(data, lambda: ev.baseline("median-ratio"), "median-ratio", "baseline")
+    assert sim.error is None and flat.error is None
+    assert sim.metrics["cells"] == len(data.apps) * 3
+    assert sim.metrics["mape"] < 0.6 * flat.metrics["mape"]
+    assert sim.metrics["regret"] <= flat.metrics["regret"]
+
+
+def test_no_peeking_at_the_held_out_runs(synth_registry, tmp_path):
+    """Doubling an app's runs on the other nodes changes its truth and the others' answers, never its own."""
+    url = f"duckdb:///{tmp_path / 'copy.duckdb'}"
+    reg = open_registry(url)
+    src = open_registry(synth_registry, readonly=True)
+    held = "spark_work5_tiny"
+    with src.connect() as a, reg.begin() as b:
+        for table in ("nodes", "apps", "runs", "traces", "phases", "signatures"):
+            insert_rows(b, table, pd.read_sql(sa.text(f"SELECT * FROM {table}"), a))
+    src.close()
+    reg.close()
+    before = ev.evaluate_model(_data(url), SimilarityModel, "similarity").predictions.set_index(["app", "node"])
+    reg = open_registry(url)
+    with reg.begin() as conn:
+        conn.execute(sa.text("""UPDATE runs SET time_s = 2 * time_s WHERE app_id = (SELECT app_id FROM apps
+                                WHERE name = :app) AND node_id <> (SELECT node_id FROM nodes WHERE name = :base)"""),
+                     {"app": held, "base": f"synth/{BASE}"})
+    reg.close()
+    after = ev.evaluate_model(_data(url), SimilarityModel, "similarity").predictions.set_index(["app", "node"])
+    own_before, own_after = before.loc[held], after.loc[held]
+    np.testing.assert_allclose(own_after["predicted_s"], own_before["predicted_s"])
+    np.testing.assert_allclose(own_after["actual_s"], 2 * own_before["actual_s"])
+    others = before.index.get_level_values("app") != held
+    assert not np.allclose(after["predicted_s"][others], before["predicted_s"][others])
+
+
+def test_score_by_hand():
+    p = pd.DataFrame({"app": ["a", "a", "b", "b"], "node": ["n1", "n2", "n1", "n2"],
+                      "predicted_s": [10.0, 12.0, 20.0, 15.0], "actual_s": [8.0, 12.0, 20.0, 25.0]})
+    m = ev.score(p)
+    apes = [0.25, 0.0, 0.0, 0.4]
+    assert m["mape"] == pytest.approx(np.mean(apes))
+    assert m["median_ape"] == pytest.approx(np.median(apes))
+    # a: predicted fastest n1 (10 < 12), truly fastest n1 (8): top-1, no regret
+    # b: predicted fastest n2 (15), truly n1 (20 < 25): regret 25/20 - 1
+    assert m["top1"] == pytest.approx(0.5)
+    assert m["regret"] == pytest.approx((0 + 0.25) / 2)
+    assert ev.score(p.iloc[0:0])["mape"] is None
+    assert m["coverage"] is None                                   # no intervals given
+    banded = p.assign(low_s=p.predicted_s * 0.9, high_s=p.predicted_s * 1.1)
+    assert ev.score(banded)["coverage"] == pytest.approx(0.5)      # 12 and 20 inside, 8 and 25 outside
+
+
+def test_noise_floor_by_hand():
+    runs = pd.DataFrame({"app": ["a"] * 3 + ["b"] * 2 + ["c"], "node": ["n"] * 6,
+                         "time_s": [10.0, 11.0, 12.0, 20.0, 22.0, 5.0]})
+    f = ev.noise_floor(runs)
+    errs = [abs(10 - 11.5) / 11.5, abs(11 - 11) / 11, abs(12 - 10.5) / 10.5, 2 / 22, 2 / 20]
+    assert f["mape"] == pytest.approx(np.mean(errs))
+    assert f["runs"] == 5 and f["cells"] == 2
+
+
+def test_servable_models_and_the_base_node(synth_registry):
+    data = _data(synth_registry)
+    names, skipped = ev.servable_models(data)
+    assert "similarity" in names
+    assert any(line.startswith("corredor:") and "streams" in line for line in skipped)
+    reg = open_registry(synth_registry, readonly=True)
+    with reg.connect() as conn:
+        assert ev.resolve_node(conn, "g6.xlarge")[1] == f"synth/{BASE}"
+        with pytest.raises(UserError, match="no node"):
+            ev.resolve_node(conn, "nope")
+    reg.close()
+
+
+def test_cli_evaluate(cli, synth_registry, tmp_path):
+    out_csv = tmp_path / "pred.csv"
+    result = cli("--db", synth_registry, "evaluate", "--base", BASE, "--models", "similarity,median-ratio",
+                 "--json", "--predictions", str(out_csv))
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert report["base"] == f"synth/{BASE}" and report["apps"] == 13
+    by_name = {m["model"]: m for m in report["models"]}
+    assert set(by_name) == {"similarity", "median-ratio"}
+    assert by_name["similarity"]["mape_pct"] < by_name["median-ratio"]["mape_pct"]
+    assert 0 < report["noise_floor"]["mape_pct"] < 5
+    with out_csv.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["model", "app", "node", "predicted_s", "actual_s"]
+    assert len(rows) == 2 * 13 * 3
+    table = cli("--db", synth_registry, "evaluate", "--models", "similarity")
+    assert table.code == 0 and "similarity" in table.out and "noise floor" in table.err
+
+
+def test_cli_evaluate_errors(cli, synth_registry, tmp_path):
+    assert_one_line_error(cli("--db", synth_registry, "evaluate", "--models", "corredor"), "cannot evaluate corredor")
+    assert_one_line_error(cli("--db", synth_registry, "evaluate", "--base", "nope"), "no node called 'nope'")
+    empty = f"duckdb:///{tmp_path / 'empty.duckdb'}"
+    assert_one_line_error(cli("--db", empty, "evaluate"), "nothing to evaluate")

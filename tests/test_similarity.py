@@ -1,0 +1,144 @@
+"""The `similarity` projection model: neighbours, geometric means, shared features, weights as data."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from registry.db import open_registry
+from registry.match.similarity import SimilarityModel, load_weights, prior_weight
+from registry.models import plugins
+from registry.models.base import Query, ReferenceSet
+
+
+def refs(features: dict, ratios: dict, weights=None) -> ReferenceSet:
+    """References from {ref: {feature: value}} and {ref: {node: ratio}} (ratios, not logs)."""
+    f = pd.DataFrame(features).T.astype(float)
+    y = np.log(pd.DataFrame(ratios).T.astype(float)).reindex(f.index)
+    return ReferenceSet("base", f, y, feature_weights=weights or {})
+
+
+LINE = refs({"a": {"sar.x": 0.0}, "b": {"sar.x": 1.0}, "c": {"sar.x": 2.0}, "d": {"sar.x": 3.0}},
+            {"a": {"n1": 1.0, "n2": 2.0}, "b": {"n1": 2.0, "n2": 2.0}, "c": {"n1": 4.0, "n2": 2.0},
+             "d": {"n1": 8.0, "n2": 2.0}})
+
+
+def predict(model, x: dict, base_s=10.0, nodes=("n1", "n2")):
+    return {p.node: p for p in model.predict(Query("q", pd.Series(x, dtype=float), base_s), list(nodes))}
+
+
+def test_nearest_reference_ratio_times_base_time():
+    m = SimilarityModel(k=1, shrink=0.0).fit(LINE)
+    out = predict(m, {"sar.x": 2.1})
+    assert out["n1"].predicted_s == pytest.approx(40.0)
+    assert out["n2"].predicted_s == pytest.approx(20.0)
+    assert out["n1"].explanation["neighbours"][0]["reference"] == "c"
+
+
+def test_weighted_geometric_mean_of_the_k_nearest():
+    m = SimilarityModel(k=2, shrink=0.0).fit(LINE)
+    d = m.distances(Query("q", pd.Series({"sar.x": 1.25}), 1.0))
+    near = d.nsmallest(2)
+    assert list(near.index) == ["b", "c"]
+    eps = 0.05 * d.median()
+    w = 1 / (near + eps)
+    expected = np.exp((w * np.log([2.0, 4.0])).sum() / w.sum())
+    out = predict(m, {"sar.x": 1.25}, base_s=1.0)
+    assert out["n1"].predicted_s == pytest.approx(expected)
+    assert 2.0 < out["n1"].predicted_s < 4.0
+    # the interval comes from the neighbours' spread: none on n2 (all 2x), some on n1
+    assert out["n2"].low_s == pytest.approx(out["n2"].high_s)
+    assert out["n1"].low_s < out["n1"].predicted_s < out["n1"].high_s
+
+
+def test_shrink_pulls_toward_the_node_median():
+    plain = predict(SimilarityModel(k=1, shrink=0.0).fit(LINE), {"sar.x": 3.0}, base_s=1.0)["n1"].predicted_s
+    shrunk = predict(SimilarityModel(k=1, shrink=0.5).fit(LINE), {"sar.x": 3.0}, base_s=1.0)["n1"].predicted_s
+    median = np.exp(np.median(np.log([1, 2, 4, 8])))
+    assert shrunk == pytest.approx(np.exp(0.5 * np.log(plain) + 0.5 * np.log(median)))
+
+
+def test_only_references_measured_on_a_node_vote_there():
+    r = refs({"a": {"sar.x": 0.0}, "b": {"sar.x": 1.0}, "c": {"sar.x": 5.0}},
+             {"a": {"n1": 1.0, "n2": 3.0}, "b": {"n1": 2.0}, "c": {"n1": 4.0, "n2": 9.0}})
+    out = predict(SimilarityModel(k=1, shrink=0.0).fit(r), {"sar.x": 1.0}, base_s=1.0)
+    assert out["n1"].predicted_s == pytest.approx(2.0)       # b, the nearest
+    assert out["n2"].predicted_s == pytest.approx(3.0)       # b was not measured on n2: a is next
+    unknown = predict(SimilarityModel().fit(r), {"sar.x": 1.0}, nodes=("n9",))["n9"]
+    assert np.isnan(unknown.predicted_s) and unknown.warnings
+
+
+def test_distance_uses_only_the_features_both_have():
+    r = refs({"a": {"sar.x": 0.0, "proc.y": 0.0}, "b": {"sar.x": 1.0, "proc.y": 9.0}, "c": {"sar.x": 2.0}},
+             {"a": {"n1": 1.0}, "b": {"n1": 2.0}, "c": {"n1": 4.0}})
+    m = SimilarityModel(k=1, shrink=0.0, relevance_power=0).fit(r)
+    # the query has no proc.y, and a counters feature no reference has: both are ignored
+    d = m.distances(Query("q", pd.Series({"sar.x": 1.0, "counters.z": 5.0}), 1.0))
+    assert d["b"] == pytest.approx(0.0)
+    # c lacks proc.y: compared on sar.x alone
+    d2 = m.distances(Query("q", pd.Series({"sar.x": 2.0, "proc.y": 0.0}), 1.0))
+    assert d2["c"] == pytest.approx(0.0)
+    # nothing shared: no distance at all, the node median answers
+    none = m.distances(Query("q", pd.Series({"counters.z": 1.0}), 1.0))
+    assert none.isna().all()
+    out = predict(m, {"counters.z": 1.0}, base_s=1.0, nodes=("n1",))
+    assert out["n1"].predicted_s == pytest.approx(2.0)
+
+
+def _misleading():
+    """sar.good orders the references as their ratios do; sar.bad points the other way."""
+    good = {"a": 0.0, "b": 1.0, "c": 2.0, "d": 3.0, "e": 4.0}
+    bad = {"a": 4.0, "b": 0.2, "c": 3.1, "d": 1.0, "e": 0.0}
+    ratio = {"a": 1.0, "b": 1.5, "c": 2.0, "d": 3.0, "e": 4.0}
+    return ({k: {"sar.good": good[k], "sar.bad": bad[k]} for k in good}, {k: {"n1": v} for k, v in ratio.items()})
+
+
+def test_learnt_relevance_favours_informative_features():
+    feats, ratios = _misleading()
+    m = SimilarityModel().fit(refs(feats, ratios))
+    assert m.feature_weight["sar.good"] > 3 * m.feature_weight["sar.bad"]
+
+
+def test_feature_weights_are_data():
+    feats, ratios = _misleading()
+    query = {"sar.good": 3.9, "sar.bad": 0.9}             # good says 'e' (4x), bad says 'd'
+    flat = SimilarityModel(k=1, shrink=0.0, relevance_power=0)
+    assert predict(flat.fit(refs(feats, ratios)), query, 1.0, ("n1",))["n1"].predicted_s == pytest.approx(3.0)
+    off = refs(feats, ratios, weights={"sar.*": 1.0, "sar.bad": 0.0})
+    assert predict(flat.fit(off), query, 1.0, ("n1",))["n1"].predicted_s == pytest.approx(4.0)
+    explicit = SimilarityModel(k=1, shrink=0.0, relevance_power=0, weights={"*": 1.0, "sar.bad": 0.0})
+    assert predict(explicit.fit(refs(feats, ratios)), query, 1.0, ("n1",))["n1"].predicted_s == pytest.approx(4.0)
+
+
+def test_prior_weight_patterns():
+    weights = {"*": 0.5, "sar.*": 2.0, "sar.cpu_busy_mean": 3.0}
+    assert prior_weight("sar.cpu_busy_mean", weights) == 3.0
+    assert prior_weight("sar.other", weights) == 2.0
+    assert prior_weight("proc.rss", weights) == 0.5
+    assert prior_weight("proc.rss", {}) == 1.0
+
+
+def test_weights_table_is_seeded_by_the_migration(tmp_path):
+    reg = open_registry(f"duckdb:///{tmp_path / 'r.duckdb'}")
+    with reg.connect() as conn:
+        weights = load_weights(conn)
+    assert weights["*"] == 1.0
+    assert {"sar.*", "meta.*", "proc.*", "counters.*", "cachegrind.*", "streams.*"} <= set(weights)
+    with reg.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO similarity_weights (version, pattern, weight) VALUES (2, '*', 1.0), "
+                             "(2, 'meta.*', 0.0)")
+    with reg.connect() as conn:
+        assert load_weights(conn) == {"*": 1.0, "meta.*": 0.0}
+        assert load_weights(conn, version=1)["meta.*"] == 1.0
+
+
+def test_params_round_trip_and_plugin():
+    m = SimilarityModel(k=3, shrink=0.2, relevance_power=1, weights={"*": 2.0}).fit(LINE)
+    params = m.params()
+    assert params["features"]["sar.x"]["weight"] == pytest.approx(1.0)
+    again = SimilarityModel.from_params(params).fit(LINE)
+    q = {"sar.x": 1.7}
+    assert predict(again, q)["n1"].predicted_s == pytest.approx(predict(m, q)["n1"].predicted_s)
+    assert plugins.model_class("similarity", kind="projection") is SimilarityModel
+    assert "heaviest features" in m.describe()
+    with pytest.raises(ValueError):
+        SimilarityModel(k=0)
