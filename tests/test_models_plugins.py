@@ -14,10 +14,13 @@ from registry.models.amdahl import AmdahlModel
 from registry.models.base import NodePrediction, ScalingContext
 from registry.models.combine import project_scaling
 from registry.models.downey import DowneyModel
+from registry.models.ensemble import EnsembleModel
 from registry.models.loglog import LogLogModel
 from registry.models.store import list_models, load_model, save_model
+from registry.models.usl import UslModel
 
-BUILT_IN = {"amdahl": "scaling", "downey": "scaling", "loglog": "scaling", "gbt": "projection", "mob": "projection"}
+BUILT_IN = {"amdahl": "scaling", "downey": "scaling", "loglog": "scaling", "usl": "scaling", "ensemble": "scaling",
+            "gbt": "projection", "mob": "projection"}
 
 
 def fake_entry_points(monkeypatch, extra: list[EntryPoint]):
@@ -70,7 +73,9 @@ def registry(tmp_path):
     lambda: LogLogModel().fit([1, 2, 4, 8, 16], [10.0, 5.6, 3.3, 2.2, 1.8],
                               ScalingContext(comm_s={"MAX": np.array([0.1, 0.2, 0.3, 0.5, 0.7])})),
     lambda: DowneyModel().fit([1, 2, 4, 8], [10.0, 5.6, 3.3, 2.2]),
-], ids=["amdahl", "loglog", "downey"])
+    lambda: UslModel().fit([1, 2, 4, 8], [10.0, 5.6, 3.3, 2.9]),
+    lambda: EnsembleModel().fit([1, 2, 4, 8], [10.0, 5.6, 3.3, 2.2]),
+], ids=["amdahl", "loglog", "downey", "usl", "ensemble"])
 def test_stored_models_round_trip(registry, make):
     model = make()
     before = [p.predicted_s for p in model.predict([8, 32])]

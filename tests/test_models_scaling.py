@@ -1,4 +1,5 @@
-"""The scaling models' maths: Amdahl, Barnes's log-log regression, Downey/ADEPT, the backtest."""
+"""The scaling models' maths: Amdahl, USL, Barnes's log-log regression, Downey/ADEPT, the ensemble, the
+backtest."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,9 @@ from registry.models.backtest import backtest
 from registry.models.base import CacheLevel, ScalingContext
 from registry.models.downey import (DowneyModel, adjusted_weights, cross_size_guide_points, detect_anomalies,
                                     distance_weights, envelope, r_metric, raw_time, speedup)
+from registry.models.ensemble import EnsembleModel
 from registry.models.loglog import LogLogModel, fit_forms
+from registry.models.usl import UslModel
 
 # -- Amdahl -------------------------------------------------------------------------------------
 
@@ -46,6 +49,41 @@ def test_scaling_models_need_enough_thread_counts():
         DowneyModel().fit([1, 2, 2], [4.0, 2.0, 2.1])
     with pytest.raises(UserError, match="positive"):
         LogLogModel().fit([1, 2, 4], [1.0, -1.0, 0.5])
+
+
+# -- USL (Gunther) -------------------------------------------------------------------------------
+
+
+def test_usl_recovers_sigma_kappa_and_the_optimum():
+    n = np.array([1, 2, 4, 8, 16, 24])
+    t1, sigma, kappa = 100.0, 0.05, 0.002
+    t = t1 * (1 + sigma * (n - 1) + kappa * n * (n - 1)) / n            # Gunther's form
+    m = UslModel().fit(n, t)
+    assert m.sigma == pytest.approx(sigma, rel=1e-9) and m.kappa == pytest.approx(kappa, rel=1e-9)
+    assert m.t1_s == pytest.approx(t1, rel=1e-9)
+    assert m.peak_threads == pytest.approx(np.sqrt((1 - sigma) / kappa), rel=1e-9)   # sqrt(p / c)
+    before, after = m.predict([20, 40])
+    assert before.predicted_s == pytest.approx(t1 * (1 + sigma * 19 + kappa * 20 * 19) / 20, rel=1e-9)
+    assert before.warnings == []
+    assert after.predicted_s > before.predicted_s                      # retrograde beyond the optimum
+    assert any("beyond the fitted optimum of 21.8 threads" in w for w in after.warnings)
+
+
+def test_usl_without_contention_is_amdahl():
+    n = np.array([1, 2, 4, 8, 16])
+    t = 3.0 + 120.0 / n
+    usl, amdahl = UslModel().fit(n, t), AmdahlModel().fit(n, t)
+    assert usl.contention_s == pytest.approx(0.0, abs=1e-9) and usl.peak_threads == float("inf")
+    assert [p.predicted_s for p in usl.predict([64])] == pytest.approx([p.predicted_s for p in amdahl.predict([64])])
+    assert "never (no contention)" in usl.describe()
+
+
+def test_usl_needs_three_thread_counts_and_round_trips():
+    with pytest.raises(UserError, match=">= 3 different"):
+        UslModel().fit([1, 2, 2], [4.0, 2.0, 2.1])
+    m = UslModel().fit([1, 2, 4, 8], [10.0, 5.6, 3.5, 2.9])
+    back = UslModel.from_params(m.params())
+    assert back.predict([32])[0].predicted_s == pytest.approx(m.predict([32])[0].predicted_s, rel=1e-12)
 
 
 # -- Barnes log-log ------------------------------------------------------------------------------
@@ -304,3 +342,33 @@ def test_downey_raw_form_falls_back_to_the_whole_plane_without_an_envelope(monke
     p = DowneyModel(form="raw", grid=100).fit(n, raw_time(n, 120, 0.6)).predict([64])[0]
     assert any("no envelope instance" in w for w in p.warnings)
     assert p.predicted_s == pytest.approx(raw_time(64, 120, 0.6), rel=1e-6)
+
+
+# -- ensemble ------------------------------------------------------------------------------------
+
+
+def test_ensemble_is_the_geometric_mean_of_its_members():
+    n = np.array([1, 2, 3, 4, 6, 8])
+    t = 2.0 + 60.0 / n + 0.15 * (n - 1)
+    targets = [12, 16]
+    e = EnsembleModel().fit(n, t)
+    members = [cls().fit(n, t).predict(targets) for cls in (AmdahlModel, UslModel, LogLogModel, DowneyModel)]
+    for i, p in enumerate(e.predict(targets)):
+        values = [m[i].predicted_s for m in members]
+        assert p.predicted_s == pytest.approx(np.exp(np.mean(np.log(values))), rel=1e-9)
+        assert p.low_s <= min(values) and p.high_s >= max(values)      # the interval spans the members
+    assert "geometric mean of amdahl, usl, loglog, downey" in e.describe()
+
+
+def test_ensemble_flags_disagreement_and_leaves_out_members_that_cannot_fit():
+    n = np.array([1, 2, 4, 8])
+    t = np.array([10.0, 5.2, 3.0, 2.6])                    # flattening fast: the members part ways at 64
+    far = EnsembleModel(["amdahl", "usl", "loglog"]).fit(n, t).predict([64])[0]
+    assert any("the models disagree by" in w for w in far.warnings)
+    two = EnsembleModel().fit([1, 2], [10.0, 5.5])
+    assert sorted(two.fitted) == ["amdahl", "loglog"]
+    assert any("usl left out" in w for w in two.warnings) and any("downey left out" in w for w in two.warnings)
+    with pytest.raises(UserError, match="ensemble members must be among"):
+        EnsembleModel(["amdahl", "bogus"])
+    with pytest.raises(UserError, match="not fitted"):
+        EnsembleModel().predict([4])

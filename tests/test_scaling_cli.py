@@ -102,3 +102,17 @@ def test_scaling_error_paths(cli, tmp_path):
     assert_one_line_error(cli("scaling", "lu", "--node", "n1", "--working-set", "lots"), "--working-set")
     assert_one_line_error(cli("scaling", "lu", "--node", "n1", "--model", "downey", "--max-train-threads", "2"),
                           "needs runs at >= 3 different thread counts")
+
+
+def test_scaling_with_the_usl_and_ensemble_models(cli, tmp_path):
+    import_runs(cli, tmp_path)
+    for name in ("usl", "ensemble"):
+        res = cli("scaling", "lu", "--node", "n1", "--model", name, "--max-train-threads", "8", "--json")
+        assert res.code == 0, res.err
+        data = json.loads(res.out)
+        assert data["model"] == name and [p["threads"] for p in data["predictions"]] == [16, 32]
+        assert all(p["low_s"] <= p["predicted_s"] <= p["high_s"] for p in data["predictions"])
+        if name == "usl":                 # Amdahl's runs; the 14.1 s repetition at 8 threads adds a little contention
+            assert all(abs(p["error"]) < 0.10 for p in data["predictions"])
+        else:                                                 # downey saturates early here: flagged
+            assert any("the models disagree" in w for w in data["warnings"])

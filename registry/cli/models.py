@@ -16,7 +16,7 @@ from registry.cli.app import app, import_app, state
 from registry.cli.output import console, err_console, print_json, print_table
 from registry.errors import UserError
 
-SCALING_MODELS = ("downey", "loglog", "amdahl")
+SCALING_MODELS = ("downey", "loglog", "amdahl", "usl", "ensemble")
 DEFAULT_SCALING_MODEL = "downey"   # lowest median error on the real series (docs/models.md)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.I)
 

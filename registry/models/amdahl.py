@@ -14,14 +14,15 @@ from registry.models.base import ScalingContext, ScalingModel, ScalingPrediction
 from registry.models.linfit import LinearFit, wls
 
 
-def _design(threads) -> np.ndarray:
-    n = np.asarray(threads, dtype=float)
-    return np.column_stack([np.ones_like(n), 1.0 / n])
-
-
 class AmdahlModel(ScalingModel):
     name = "amdahl"
     description = "Amdahl's law T(n) = s + p/n by relative least squares (the plain baseline)"
+
+    @staticmethod
+    def design(threads) -> np.ndarray:
+        """The regressors of T(n), one column per coefficient (each constrained to >= 0)."""
+        n = np.asarray(threads, dtype=float)
+        return np.column_stack([np.ones_like(n), 1.0 / n])
 
     def __init__(self) -> None:
         self.fit_: LinearFit | None = None
@@ -30,7 +31,7 @@ class AmdahlModel(ScalingModel):
 
     def fit(self, threads, times, context: ScalingContext | None = None) -> AmdahlModel:
         n, t = self._check_runs(threads, times)
-        self.fit_ = wls(_design(n), t, 1.0 / t**2, nonnegative=True)
+        self.fit_ = wls(self.design(n), t, 1.0 / t**2, nonnegative=True)
         self.train_threads = sorted(set(n.tolist()))
         self.warnings = []
         if self.fit_.dof <= 0:
@@ -47,18 +48,23 @@ class AmdahlModel(ScalingModel):
 
     def _fitted(self) -> LinearFit:
         if self.fit_ is None:
-            raise UserError("the amdahl model is not fitted yet")
+            raise UserError(f"the {self.name} model is not fitted yet")
         return self.fit_
 
     def predict(self, threads) -> list[ScalingPrediction]:
         targets = check_targets(threads)
         fit = self._fitted()
-        x = _design(targets)
+        x = self.design(targets)
         pred = fit.predict(x)
         # the fit is in relative units: the half width scales with the prediction
         rel = fit.half_width(x / pred[:, None])
         low, high = log_interval(pred, np.log1p(rel))
-        return [ScalingPrediction(n, float(p), float(lo), float(hi)) for n, p, lo, hi in zip(targets, pred, low, high)]
+        return [ScalingPrediction(n, float(p), float(lo), float(hi), self._target_warnings(n))
+                for n, p, lo, hi in zip(targets, pred, low, high)]
+
+    def _target_warnings(self, threads: int) -> list[str]:
+        """Warnings about one target (none for Amdahl; the USL subclass flags retrograde scaling)."""
+        return []
 
     def params(self) -> dict:
         return {"fit": self._fitted().to_dict(), "train_threads": self.train_threads, "warnings": self.warnings}

@@ -20,7 +20,6 @@ from registry.models.base import Model
 
 GROUP = "nodereg.models"
 
-
 @dataclass
 class ModelInfo:
     name: str
