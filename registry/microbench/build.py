@@ -56,8 +56,13 @@ def source(name: str) -> Path:
 
 
 def compile_c(sources: Sequence[Path], output_name: str, *, shared: bool = False, openmp: bool = True,
-              extra_flags: Sequence[str] = (), libs: Sequence[str] = ("-lm",)) -> Path:
-    """Build `sources` into an executable (or shared library) and return its cached path."""
+              extra_flags: Sequence[str] = (), libs: Sequence[str] = ("-lm",),
+              depends: Sequence[Path] = ()) -> Path:
+    """Build `sources` into an executable (or shared library) and return its cached path.
+
+    `depends` are files the sources include (headers): they are part of the cache key, so
+    editing a header rebuilds, but they are not passed to the compiler.
+    """
     cc = compiler()
     flags = [*BASE_FLAGS, *native_flags(cc), *extra_flags]
     if openmp:
@@ -65,7 +70,7 @@ def compile_c(sources: Sequence[Path], output_name: str, *, shared: bool = False
     if shared:
         flags += ["-shared", "-fPIC"]
     digest = hashlib.sha256()
-    for src in sources:
+    for src in [*sources, *depends]:
         digest.update(Path(src).read_bytes())
     digest.update((compiler_version(cc) or cc).encode())
     digest.update(" ".join(flags + list(libs)).encode())

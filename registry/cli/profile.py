@@ -1,0 +1,100 @@
+"""`nodereg profile NODE`: measure this machine (or a restricted configuration of it) and store
+its microbenchmark profile."""
+
+from collections.abc import Sequence
+
+import typer
+from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from registry import cpulist
+from registry.cli.app import app, state
+from registry.cli.output import console, err_console, print_json, print_table
+from registry.errors import UserError
+from registry.profile import catalog, profiler
+from registry.profile.runner import estimate_s
+from registry.profile.summary import summarize
+
+
+def _threads(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return cpulist.parse(text)
+    except UserError:
+        raise UserError(f"malformed --threads {text!r}: expected e.g. 1,2 or 1-4") from None
+
+
+def _print_summary(summary: dict, threads: Sequence[int]) -> None:
+    """Summary tables: bandwidth per level and thread count, latency per level, compute."""
+    cols = [str(t) for t in threads]
+    rows = []
+    for kernel, levels in summary["bandwidth_gbs"].items():
+        for level, per in levels.items():
+            rows.append({"kernel": kernel, "level": level, **{f"{t} thr": per.get(t) for t in cols}})
+    print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]], title="bandwidth (GB/s)",
+                empty="no bandwidth kernels measured")
+    if summary["latency_ns"]:
+        print_table([{"level": lvl, "latency_ns": v} for lvl, v in summary["latency_ns"].items()],
+                    title="latency (ns, 1 thread)")
+    compute = [{"kernel": name, **{f"{t} thr": per.get(t) for t in cols}} for name, per in summary["compute"].items()]
+    if compute:
+        print_table(compute, ["kernel", *[f"{t} thr" for t in cols]], title="compute (G ops/s)")
+
+
+@app.command()
+def profile(
+    ctx: typer.Context,
+    node: str = typer.Argument(..., help="Node name to store the profile under (created if new)."),
+    quick: bool = typer.Option(False, "--quick", help="Small sweep (under a minute): every cache level, "
+                                                      "bandwidth, latency and FP peak."),
+    full: bool = typer.Option(False, "--full", help="Everything: denser sizes, every stride, both placements."),
+    cpus: str = typer.Option(None, "--cpus", help="Profile the node made of these CPUs only (e.g. 0 or 0-3); "
+                                                  "stored as that restricted configuration."),
+    threads: str = typer.Option(None, "--threads", help="Thread counts, e.g. 1,2 or 1-4 (default: 1..CPUs)."),
+    reps: int = typer.Option(None, "--reps", help="Exactly N repetitions per configuration "
+                                                  "(default: until the median is stable)."),
+    kernels: str = typer.Option(None, "--kernels", help="Microbenchmarks or families, comma-separated "
+                                                        "(e.g. triad,peak_fma or thesis,latency)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Measure this node's microbenchmark profile and store it with the node's inventory."""
+    if quick and full:
+        raise UserError("--quick and --full exclude each other")
+    opts = profiler.ProfileOptions(
+        node=node, mode="quick" if quick else "full" if full else "default",
+        cpus=cpulist.parse(cpus) if cpus is not None else None, threads=_threads(threads), reps=reps,
+        kernels=catalog.select(kernels))
+    prep = profiler.prepare(opts)
+    reg = state(ctx).registry()   # a bad registry fails now, not after the measurements
+    reg.close()                   # ... and holds no lock while measuring
+    for note in prep.plan.notes:
+        err_console.print(f"note: {note}")
+
+    configs = prep.plan.configs
+    total = sum(estimate_s(c, prep.policy) for c in configs)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+               TextColumn("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
+               TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs))
+        done = 0
+
+        def advance(config, weight):
+            nonlocal done
+            done += 1
+            progress.update(task, advance=weight, done=done, description=f"{config.ub.name} x{config.threads}")
+
+        record = profiler.measure(opts, prep, advance)
+    profiler.save(reg, record)
+
+    unstable = sum(m.unstable for m in record.measurements)
+    summary = {"node": node, "profile_uid": record.uid, "mode": record.mode, "cpu_list": prep.inventory.cpu_list,
+               "threads": prep.plan.threads, "configs": len(record.measurements), "unstable": unstable,
+               "duration_s": round(record.duration_s, 2), **summarize(record.measurements)}
+    if as_json:
+        print_json(summary)
+        return
+    _print_summary(summary, prep.plan.threads)
+    console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
+                  f"{len(record.measurements)} configurations, {unstable} unstable, {record.duration_s:.1f} s")

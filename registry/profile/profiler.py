@@ -1,0 +1,90 @@
+"""Profiling a node end to end: inventory, plan, build, measure, then one transaction to store.
+
+The registry is only touched twice: briefly at the start (to fail early on a bad registry) and at
+the end, when the measured profile is written in one transaction. Measuring holds no database
+lock, so other commands can use the registry meanwhile, and an interrupted profile writes nothing.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from registry import __version__
+from registry.db import Registry, utcnow
+from registry.errors import UserError
+from registry.inventory import Inventory, collect, compiler_version
+from registry.microbench.build import build_flags_description
+from registry.microbench.driver import Driver, driver_binary
+from registry.profile import runner, sweep
+from registry.profile.catalog import Microbenchmark
+from registry.profile.placement import Cpu, read_topology
+from registry.profile.stats import RepPolicy
+from registry.profile.store import ProfileRecord, store_profile
+
+
+@dataclass
+class ProfileOptions:
+    node: str
+    mode: str = "default"                       # quick | default | full
+    cpus: list[int] | None = None               # restricted node configuration
+    threads: list[int] | None = None
+    reps: int | None = None                     # fixed repetitions
+    kernels: list[Microbenchmark] | None = None
+
+    @property
+    def stored_mode(self) -> str:
+        """What the profiles table records: a filtered sweep is 'custom'."""
+        return "custom" if self.kernels is not None or self.threads is not None else self.mode
+
+
+@dataclass
+class Prepared:
+    inventory: Inventory
+    topology: list[Cpu]
+    plan: sweep.Plan
+    policy: RepPolicy
+
+
+def prepare(opts: ProfileOptions) -> Prepared:
+    """Inventory and plan (no measurement yet)."""
+    if not opts.node or not opts.node.strip():
+        raise UserError("a node name must not be empty")
+    if opts.reps is not None and opts.reps < 1:
+        raise UserError("--reps must be at least 1")
+    inv = collect(opts.cpus)
+    topology = read_topology(inv.cpus)
+    plan = sweep.plan(inv, topology, opts.mode, opts.kernels, opts.threads)
+    if not plan.configs:
+        raise UserError("nothing to measure: the chosen kernels and threads give no configuration")
+    return Prepared(inv, topology, plan, RepPolicy.for_mode(opts.mode, opts.reps))
+
+
+def measure(opts: ProfileOptions, prep: Prepared,
+            advance: Callable[[sweep.Config, float], None] = lambda c, w: None) -> ProfileRecord:
+    """Build the driver, measure every planned configuration, and return the unstored profile."""
+    started, t0 = utcnow(), time.monotonic()
+    binary = driver_binary()
+    with Driver(binary) as driver:
+        measurements = runner.measure(runner.execution_order(prep.plan.configs), driver, prep.policy, advance)
+    return ProfileRecord(node=opts.node, inventory=prep.inventory, mode=opts.stored_mode, measurements=measurements,
+                         started_at=started, finished_at=utcnow(), duration_s=time.monotonic() - t0,
+                         tool_version=__version__, compiler=compiler_version(), cflags=build_flags_description())
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    """A unique-key conflict, whether raised through SQLAlchemy or by the driver's bulk path."""
+    return any(cls.__name__ == "IntegrityError" for cls in type(exc).__mro__)
+
+
+def save(reg: Registry, record: ProfileRecord) -> int:
+    """Store the profile in one transaction. Another writer may add the same new configs at the
+    same moment (a shared PostgreSQL registry): the transaction is then retried once, and finds
+    them."""
+    try:
+        with reg.begin() as conn:
+            return store_profile(conn, record)
+    except Exception as exc:  # noqa: BLE001 - only conflicts are retried
+        if not _is_conflict(exc):
+            raise
+    with reg.begin() as conn:
+        return store_profile(conn, record)

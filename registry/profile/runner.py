@@ -1,0 +1,83 @@
+"""Measuring a plan: every configuration through the driver, repeated until its median settles.
+
+Nothing is written here: measurements stay in memory until the whole profile is stored in one
+transaction (registry.profile.store), so an interrupted profile leaves nothing behind.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from registry.microbench.driver import Driver, DriverError
+from registry.profile.stats import RepPolicy, Summary, summarize
+from registry.profile.sweep import Config
+
+
+@dataclass
+class Measurement:
+    config: Config
+    times: list[float]          # seconds per repetition (slowest thread), every repetition
+    iterations: int             # loop iterations of the slowest thread per repetition
+    passes: int
+    checksum: float | None
+    bytes_per_rep: float
+    flops_per_rep: float
+    cpus_used: tuple[int, ...]  # where each thread ran (sched_getcpu), thread order
+    unstable: bool
+
+    @property
+    def stats(self) -> Summary:
+        return summarize(self.times)
+
+    @property
+    def tpi_us(self) -> float:
+        """Median time per iteration of the slowest thread, microseconds (the thesis's metric)."""
+        return self.stats.median / self.iterations * 1e6
+
+    @property
+    def bandwidth_gbs(self) -> float | None:
+        if self.config.ub.family not in ("thesis", "bandwidth") or not self.bytes_per_rep:
+            return None
+        return self.bytes_per_rep / self.stats.median / 1e9
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops_per_rep / self.stats.median / 1e9 if self.flops_per_rep else None
+
+    @property
+    def latency_ns(self) -> float | None:
+        return self.stats.median / self.iterations * 1e9 if self.config.ub.family == "latency" else None
+
+
+def estimate_s(config: Config, policy: RepPolicy) -> float:
+    """Rough seconds a configuration takes (weights the progress bar so its ETA means something)."""
+    rep_s = max(policy.target_s, config.ws_bytes / 5e9)
+    return min((policy.min_reps + 2) * rep_s, policy.budget_s + 2 * rep_s) + config.ws_bytes / 4e9 + 0.002
+
+
+def measure_one(driver: Driver, config: Config, policy: RepPolicy) -> Measurement:
+    reply = driver.run({**config.driver_args(), "reps": policy.first_reps, "target": policy.target_s})
+    times = list(reply["times"])
+    while (extra := policy.more_needed(times)) > 0:
+        times += driver.more(extra)
+    used = tuple(reply["cpus"])
+    if used != config.cpus:
+        raise DriverError(f"threads pinned to CPUs {list(config.cpus)} ran on {list(used)}: "
+                          "CPU pinning does not work here")
+    return Measurement(config, times, int(reply["iters"]), int(reply["passes"]), reply.get("checksum"),
+                       float(reply["bytes"]), float(reply["flops"]), used, policy.is_unstable(times))
+
+
+def measure(configs: Sequence[Config], driver: Driver, policy: RepPolicy,
+            advance: Callable[[Config, float], None] = lambda c, w: None) -> list[Measurement]:
+    """Measure every configuration in order; `advance(config, weight)` after each one."""
+    out = []
+    for config in configs:
+        out.append(measure_one(driver, config, policy))
+        advance(config, estimate_s(config, policy))
+    return out
+
+
+def execution_order(configs: Sequence[Config]) -> list[Config]:
+    """Group configurations so the driver reuses its buffers: by threads and placement, then
+    kernel, largest working set first (later, smaller ones fit in what is already allocated)."""
+    return sorted(configs, key=lambda c: (c.threads, c.placement, c.ub.family, c.ub.name, -c.ws_bytes))

@@ -1,0 +1,62 @@
+"""The headline figures of a profile: bandwidth per memory level, latency per level, FP peak and
+thread scaling (printed by `nodereg profile` as tables, or as JSON with `--json`).
+
+Figures come from the configurations measured at each level's point (see sweep.level_points);
+where two placements measured the same thread count, the better one is reported. Mappings keyed
+by thread count use the count as a string (JSON object keys).
+"""
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from registry.profile.runner import Measurement
+
+LEVEL_ORDER = ("L1", "L2", "L3", "L4", "memory")
+COMPUTE = {"peak_fma": "fp64_peak_gflops", "scalar_fp64": "fp64_scalar_gflops", "int_ops": "int_giops"}
+
+
+def _best(values: dict, key, value: float | None) -> None:
+    if value is not None and (key not in values or value > values[key]):
+        values[key] = value
+
+
+def _by_threads(d: dict[int, float]) -> dict[str, float]:
+    return {str(t): round(d[t], 3) for t in sorted(d)}
+
+
+def _levels(d: dict) -> dict:
+    return {lvl: d[lvl] for lvl in sorted(d, key=lambda x: LEVEL_ORDER.index(x) if x in LEVEL_ORDER else 99)}
+
+
+def summarize(measurements: Sequence[Measurement]) -> dict:
+    """Summary figures of a list of measurements (from one profile)."""
+    bandwidth: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    compute: dict[str, dict[int, float]] = defaultdict(dict)
+    latency: dict[str, dict[int, float]] = defaultdict(dict)
+    for m in measurements:
+        c = m.config
+        if c.ub.family == "bandwidth" and c.level:
+            _best(bandwidth[c.ub.name][c.level], c.threads, m.bandwidth_gbs)
+        elif c.ub.family == "compute":
+            _best(compute[c.ub.name], c.threads, m.gflops)
+        elif (c.ub.family == "latency" and c.level and m.latency_ns is not None
+              and m.latency_ns < latency[c.level].get(c.threads, float("inf"))):
+            latency[c.level][c.threads] = m.latency_ns     # lower is better
+
+    def single_thread(kernel: str, level: str) -> float | None:
+        per = bandwidth.get(kernel, {}).get(level, {})
+        return round(per[min(per)], 3) if per else None
+
+    lat = {lvl: round(per[min(per)], 3) for lvl, per in latency.items()}
+    return {
+        "memory_triad_gbs": _by_threads(bandwidth.get("triad", {}).get("memory", {})),
+        "fp64_peak_gflops": _by_threads(compute.get("peak_fma", {})),
+        "l1_load_gbs": single_thread("load", "L1"),
+        "l2_load_gbs": single_thread("load", "L2"),
+        "l3_load_gbs": single_thread("load", "L3"),
+        "memory_load_gbs": single_thread("load", "memory"),
+        "latency_ns": _levels(lat),
+        "bandwidth_gbs": {k: _levels({lvl: _by_threads(v) for lvl, v in per.items()})
+                          for k, per in sorted(bandwidth.items())},
+        "compute": {COMPUTE[k]: _by_threads(v) for k, v in sorted(compute.items())},
+    }

@@ -1,0 +1,229 @@
+"""The C kernels compute what they claim: every checksum is recomputed here, independently, from
+the kernels' definitions (element values, index sequences, operation order), with fixed passes
+so the expected value is known. A kernel that skipped, repeated or misplaced one access, or
+combined values wrongly, would fail these."""
+
+import os
+
+import numpy as np
+import pytest
+
+from registry.microbench.driver import Driver, DriverError, driver_binary
+
+MASK = 2**64 - 1
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    """The driver, built once per test session into a temporary cache (NODEREG_BUILD_CACHE)."""
+    old = os.environ.get("NODEREG_BUILD_CACHE")
+    os.environ["NODEREG_BUILD_CACHE"] = str(tmp_path_factory.getbasetemp() / "nodereg-build")
+    yield driver_binary()
+    if old is None:
+        del os.environ["NODEREG_BUILD_CACHE"]
+    else:
+        os.environ["NODEREG_BUILD_CACHE"] = old
+
+
+@pytest.fixture
+def driver(binary):
+    with Driver(binary) as d:
+        yield d
+
+
+def value(i: int) -> float:
+    return 1.0 + (((i * 2654435761) % 2**32) >> 28) / 2**20
+
+
+def xorshift(x: int) -> int:
+    x ^= (x << 13) & MASK
+    x ^= x >> 7
+    x ^= (x << 17) & MASK
+    return x
+
+
+def seed(tid: int, stream: int) -> int:
+    return ((0x9E3779B97F4A7C15 * (tid + 1) + 0xD1B54A32D192ED03 * (stream + 1)) & MASK) | 1
+
+
+class Cursor:
+    """Index sequence of one stream of one thread over one repetition (ub_stream_loop.h)."""
+
+    def __init__(self, n, stride, elem, pattern, tid, slot):
+        self.n, self.se, self.pattern = n, stride // elem, pattern
+        self.m = n // self.se
+        self.i, self.rng = 0, seed(tid, slot)
+
+    def start_pass(self, p):
+        if self.pattern == "seq":
+            self.i = p % self.se
+            self.lim, self.span = self.i + self.m * self.se, self.m * self.se
+
+    def next(self):
+        i = self.i
+        if self.pattern == "seq":
+            self.i += self.se
+            if self.i >= self.lim:
+                self.i -= self.span
+        else:
+            self.rng = xorshift(self.rng)
+            self.i += 1 + (((self.rng >> 32) * (2 * self.se - 1)) >> 32)
+            if self.i >= self.n:
+                self.i -= self.n
+        return i
+
+
+def expected_stream(op, dtype, streams, threads, passes):
+    """Reference of the thesis kernel: returns (checksum, iterations per repetition)."""
+    t = np.float32 if dtype == "f32" else float
+    elem = 4 if dtype == "f32" else 8
+    total_all = 0.0
+    iters = max(n // (s // elem) for n, s, _ in streams)
+    for tid in range(threads):
+        cur = [Cursor(n, s, elem, pat, tid, k) for k, (n, s, pat) in enumerate(streams)]
+        total = 0.0
+        for p in range(passes):
+            for c in cur:
+                c.start_pass(p)
+            acc = [t(1.0) if op == "prod" else t(0.0)] + [t(0.0)] * 3
+            for j in range(iters):
+                slot = j % 4 if op == "sum4" and j < iters - iters % 4 else 0
+                x = t(value(cur[0].next()))
+                if len(cur) == 1:
+                    acc[slot] = t(acc[slot] * x) if op == "prod" else t(acc[slot] + x)
+                else:
+                    y = t(value(cur[1].next()))
+                    acc[slot] = t(acc[slot] + t(x * y)) if op == "mul" else t(acc[slot] + t(x + y))
+            total += float(acc[0]) + float(acc[1]) + float(acc[2]) + float(acc[3])
+        total_all += total
+    return total_all, passes * iters
+
+
+STREAM_CASES = [
+    # op, dtype, streams [(n, stride bytes, pattern)], exact?
+    ("sum", "f64", [(1000, 8, "seq")], True),
+    ("prod", "f64", [(999, 24, "seq")], True),         # 333 accesses: the unrolled loop's remainder
+    ("sum4", "f64", [(1030, 16, "seq")], True),
+    ("sum", "f64", [(1000, 40, "random")], True),
+    ("add", "f64", [(1000, 8, "seq"), (300, 16, "seq")], True),      # b wraps around its own region
+    ("add", "f32", [(1024, 4, "seq"), (600, 12, "random")], True),
+    ("mul", "f64", [(900, 24, "random"), (700, 8, "seq")], False),   # a*b may be fused: last-bit freedom
+]
+
+
+@pytest.mark.parametrize("op,dtype,streams,exact", STREAM_CASES)
+@pytest.mark.parametrize("access", ["C", "P"])
+def test_stream_kernel_checksums(driver, op, dtype, streams, exact, access):
+    threads = min(2, len(CPUS))
+    args = {"kernel": "stream", "op": op, "dtype": dtype, "threads": threads, "cpus": CPUS[:threads],
+            "reps": 2, "passes": 3}
+    for slot, (n, stride, pattern) in zip("ab", streams):
+        args.update({f"{slot}.n": n, f"{slot}.stride": stride, f"{slot}.access": access, f"{slot}.pattern": pattern})
+    reply = driver.run(args)
+    want, iters = expected_stream(op, dtype, streams, threads, 3)
+    assert reply["iters"] == iters
+    assert reply["passes"] == 3 and len(reply["times"]) == 2
+    if exact:
+        assert reply["checksum"] == want
+    else:
+        assert reply["checksum"] == pytest.approx(want, rel=1e-12)
+    elem = 4 if dtype == "f32" else 8
+    assert reply["bytes"] == iters * elem * len(streams) * threads
+
+
+def test_wrong_index_would_be_caught():
+    """The reference is sensitive: shifting one stream by one element changes the checksum."""
+    a, _ = expected_stream("sum", "f64", [(1000, 8, "seq")], 1, 3)
+    b, _ = expected_stream("sum", "f64", [(1001, 8, "seq")], 1, 3)
+    assert a != b
+
+
+@pytest.mark.parametrize("kernel,per_elem", [("copy", 1.0), ("scale", 3.0), ("add", 3.0), ("triad", 7.0),
+                                             ("store", 3.0)])
+@pytest.mark.parametrize("nt", [0, 1])
+def test_bandwidth_kernels_write_every_element(driver, kernel, per_elem, nt):
+    n = 64 * 1000 + 8   # the last thread's part ends in a scalar tail
+    threads = min(2, len(CPUS))
+    reply = driver.run({"kernel": kernel, "threads": threads, "cpus": CPUS[:threads], "n": n, "nt": nt,
+                        "reps": 1, "passes": 2})
+    assert reply["checksum"] == per_elem * n
+    chunk = n // threads // 64 * 64
+    assert reply["iters"] in (2 * chunk, 2 * (n - chunk * (threads - 1)))
+
+
+def test_load_kernel_reads_every_element(driver):
+    n = 64 * 777 + 5
+    reply = driver.run({"kernel": "load", "threads": 1, "cpus": CPUS[:1], "n": n, "reps": 1, "passes": 4})
+    assert reply["checksum"] == 4.0 * n
+    assert reply["bytes"] == 4 * 8 * n
+
+
+def test_chase_is_one_cycle_through_every_line(driver):
+    n = 5000
+    reply = driver.run({"kernel": "chase", "threads": 1, "cpus": CPUS[:1], "n": n, "line": 64, "reps": 2,
+                        "passes": 3})
+    assert reply["checksum"] == n * (n - 1) / 2
+    assert reply["iters"] == 3 * 1024
+
+
+def test_fp_kernels_follow_the_closed_form(driver):
+    info = driver.info()
+    x, y, passes = 0.9999999, 1e-7, 5
+    steps = passes * 64
+    fixed = y / (1 - x)
+
+    def chains(count):
+        return sum(fixed + x**steps * ((0.5 + k / 1024) - fixed) for k in range(count))
+
+    peak = driver.run({"kernel": "peak_fma", "threads": 1, "cpus": CPUS[:1], "reps": 1, "passes": passes})
+    assert peak["checksum"] == pytest.approx(chains(info["fma_lanes"] * info["fma_chains"]), rel=1e-9)
+    assert peak["flops"] == 2 * steps * info["fma_lanes"] * info["fma_chains"]
+    scalar = driver.run({"kernel": "scalar_fp64", "threads": 1, "cpus": CPUS[:1], "reps": 1, "passes": passes})
+    assert scalar["checksum"] == pytest.approx(chains(8), rel=1e-9)
+
+
+def test_integer_kernel_is_the_lcg(driver):
+    passes = 3
+    xs = list(range(1, 9))
+    for _ in range(passes * 64):
+        xs = [(v * 6364136223846793005 + 1442695040888963407) & MASK for v in xs]
+    reply = driver.run({"kernel": "int_ops", "threads": 1, "cpus": CPUS[:1], "reps": 1, "passes": passes})
+    assert reply["checksum"] == float(sum(xs) & MASK) / 2**64
+
+
+def test_threads_run_on_the_cpus_given(driver):
+    for cpu in CPUS[:2]:
+        reply = driver.run({"kernel": "peak_fma", "threads": 1, "cpus": [cpu], "reps": 1, "passes": 10})
+        assert reply["cpus"] == [cpu]
+    if len(CPUS) >= 2:
+        reply = driver.run({"kernel": "load", "threads": 2, "cpus": [CPUS[1], CPUS[0]], "n": 4096, "reps": 1})
+        assert reply["cpus"] == [CPUS[1], CPUS[0]]
+
+
+def test_more_repeats_the_same_configuration(driver):
+    driver.run({"kernel": "peak_fma", "threads": 1, "cpus": CPUS[:1], "reps": 2, "target": 0.001})
+    assert len(driver.more(3)) == 3
+
+
+def test_calibration_reaches_the_target(driver):
+    reply = driver.run({"kernel": "scalar_fp64", "threads": 1, "cpus": CPUS[:1], "reps": 3, "target": 0.004})
+    assert reply["passes"] > 1
+    assert max(reply["times"]) >= 0.002   # half the target: calibration grows passes until reached
+
+
+@pytest.mark.parametrize("args,fragment", [
+    ({"kernel": "nope"}, "unknown kernel"),
+    ({"kernel": "stream", "op": "sum", "a.n": 100, "a.stride": 12, "a.access": "C", "a.pattern": "seq"},
+     "multiple of 8"),
+    ({"kernel": "stream", "op": "add", "a.n": 100, "a.stride": 8, "a.access": "C", "a.pattern": "seq"},
+     "number of streams"),
+    ({"kernel": "load", "threads": 2, "cpus": [0], "n": 4096}, "one CPU per thread"),
+    ({"kernel": "peak_fma", "cpus": [100000]}, "out of range"),
+    ({"kernel": "peak_fma", "cpus": [1000]}, "cannot pin"),
+])
+def test_driver_rejects_bad_configs(driver, args, fragment):
+    with pytest.raises(DriverError, match=fragment):
+        driver.run({"reps": 1, **args})
+    # the driver is still usable afterwards
+    assert driver.run({"kernel": "peak_fma", "threads": 1, "reps": 1, "passes": 1})["ok"]
