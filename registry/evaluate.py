@@ -15,6 +15,10 @@ count: `threads` NULL or all of the node's CPUs). Metrics, per model:
 * top-1: share of apps whose predicted fastest other node is the measured fastest;
 * mean regret: time on the chosen node over the time on the best one, minus 1;
 * interval coverage: share of measured times inside the model's [low, high] (models with intervals);
+* run-level MAPE (``run_mape``, the Lumos README's protocol as far as we can reproduce it, reported
+  beside the issue's cell-level MAPE and never instead of it): the model's predicted ratio applied
+  to each base run, scored against each single measured run on the node, averaged over all those
+  pairs (an app with 3 runs per node weighs 9 times a single-run app);
 
 and, for the data itself, the noise floor: each run against the median of the other runs of the
 same app on the same node (every app, on the base and the evaluated nodes; cells with >= 2 runs).
@@ -193,12 +197,29 @@ def noise_floor(runs: pd.DataFrame) -> dict:
             "runs": len(errors)}
 
 
-def score(predictions: pd.DataFrame) -> dict:
-    """Accuracy of rows app, node, predicted_s, actual_s (actual present)."""
+def run_mape(predictions: pd.DataFrame, runs: pd.DataFrame, base_node: str) -> float | None:
+    """MAPE scored run by run: each base run x the predicted ratio (predicted_s / base_s) against each
+    measured run of the app on the node, averaged over all (base run, node run) pairs."""
+    p = predictions.dropna(subset=["predicted_s", "base_s"])
+    if p.empty:
+        return None
+    ratio = (p["predicted_s"] / p["base_s"]).to_numpy()
+    keyed = pd.DataFrame({"app": p["app"].to_numpy(), "node": p["node"].to_numpy(), "ratio": ratio})
+    on_nodes = runs.merge(keyed, on=["app", "node"])
+    base = runs[runs["node"] == base_node][["app", "time_s"]].rename(columns={"time_s": "base_run_s"})
+    pairs = on_nodes.merge(base, on="app")
+    if pairs.empty:
+        return None
+    return float((np.abs(pairs["base_run_s"] * pairs["ratio"] - pairs["time_s"]) / pairs["time_s"]).mean())
+
+
+def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node: str | None = None) -> dict:
+    """Accuracy of rows app, node, predicted_s, actual_s (actual present); with the runs (and rows'
+    base_s), also the run-level MAPE of `run_mape`."""
     p = predictions.dropna(subset=["predicted_s", "actual_s"])
     if p.empty:
         return {"apps": 0, "cells": 0, "mape": None, "median_ape": None, "top1": None, "regret": None,
-                "coverage": None}
+                "coverage": None, "run_mape": None}
     ape = (p["predicted_s"] - p["actual_s"]).abs() / p["actual_s"]
     top1, regret = [], []
     for _, g in p.groupby("app"):
@@ -208,7 +229,9 @@ def score(predictions: pd.DataFrame) -> dict:
         regret.append(float(chosen["actual_s"] / best - 1.0))
     out = {"apps": int(p["app"].nunique()), "cells": len(p), "mape": float(ape.mean()),
            "median_ape": float(ape.median()), "top1": float(np.mean(top1)), "regret": float(np.mean(regret)),
-           "coverage": None}
+           "coverage": None, "run_mape": None}
+    if runs is not None and base_node is not None and "base_s" in p.columns:
+        out["run_mape"] = run_mape(p, runs, base_node)
     if {"low_s", "high_s"} <= set(p.columns) and (p["high_s"] > p["low_s"]).any():
         out["coverage"] = float(((p["actual_s"] >= p["low_s"]) & (p["actual_s"] <= p["high_s"])).mean())
     return out
@@ -282,7 +305,7 @@ class ModelResult:
     kind: str                      # 'model' | 'baseline'
     metrics: dict
     seconds: float
-    predictions: pd.DataFrame      # app, node, predicted_s, low_s, high_s, actual_s
+    predictions: pd.DataFrame      # app, node, base_s, predicted_s, low_s, high_s, actual_s
     error: str | None = None
 
 
@@ -325,12 +348,13 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             break
         for p in preds:
-            rows.append({"app": app, "node": p.node, "predicted_s": p.predicted_s, "low_s": p.low_s,
-                         "high_s": p.high_s, "actual_s": data.actual_s.at[app, p.node]})
+            rows.append({"app": app, "node": p.node, "base_s": float(data.base_time_s[app]),
+                         "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
+                         "actual_s": data.actual_s.at[app, p.node]})
         if on_app:
             on_app()
-    frame = pd.DataFrame(rows, columns=["app", "node", "predicted_s", "low_s", "high_s", "actual_s"])
-    metrics = score(frame) if error is None else score(frame.iloc[0:0])
+    frame = pd.DataFrame(rows, columns=["app", "node", "base_s", "predicted_s", "low_s", "high_s", "actual_s"])
+    metrics = score(frame if error is None else frame.iloc[0:0], data.runs, data.base_node)
     return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error)
 
 

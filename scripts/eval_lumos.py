@@ -11,7 +11,10 @@ project: registries and extracted data live in a temporary folder that is remove
 
 Per cloud it prints: the import time (target < 60 s), the leave-one-app-out table of every model
 that can serve plus the baselines, the noise floor, and the evaluation time of all models
-(target < 120 s); then whether the best model meets MAPE <= 4.0 % and mean regret <= 1.0 %.
+(target < 120 s); then whether the best model meets MAPE <= 4.0 % and mean regret <= 1.0 %. Two
+MAPEs per model: the issue's (per app and node, against the median of the measured runs; the
+target is for this one) and the run-level one (each base run against each single run: the dataset
+README's protocol as far as we can reproduce it; compare the README's figures with that column).
 
 With --grid it also runs, on the first cloud only, the grid of `similarity` settings its defaults
 were chosen on (the second cloud is the check).
@@ -96,23 +99,14 @@ def twin_noise(data: ev.EvalData) -> dict:
     return out
 
 
-def median_ratio_per_run(data: ev.EvalData) -> float:
-    """The median-ratio baseline scored run by run (each base run a query, each single run the truth).
-
-    This weighting (apps with 3 runs x 3 runs count 9 times, single-run apps once) is our reading
-    of the dataset README's protocol; it is printed only to compare with the README's figures.
-    """
-    lr = data.log_ratio()
-    runs = data.runs
-    apes = []
-    for app in data.apps:
-        ratio = np.exp(lr.drop(index=app).median())
-        base_runs = runs[(runs.app == app) & (runs.node == data.base_node)].time_s
-        others = runs[(runs.app == app) & runs.node.isin(lr.columns)]
-        for base_s in base_runs:
-            pred = base_s * ratio[others.node].to_numpy()
-            apes.extend(np.abs(pred - others.time_s.to_numpy()) / others.time_s.to_numpy())
-    return float(np.mean(apes))
+def regret_by_app(result: ev.ModelResult, top: int = 3) -> list[dict]:
+    """The apps that cost the most regret: the node chosen, the measured fastest, the regret."""
+    rows = []
+    for app, g in result.predictions.dropna(subset=["predicted_s", "actual_s"]).groupby("app"):
+        chosen, best = g.loc[g["predicted_s"].idxmin()], g.loc[g["actual_s"].idxmin()]
+        rows.append({"app": app, "chosen": chosen["node"], "fastest": best["node"],
+                     "regret_pct": pct(chosen["actual_s"] / best["actual_s"] - 1)})
+    return sorted(rows, key=lambda r: -r["regret_pct"])[:top]
 
 
 def similarity_grid(data: ev.EvalData) -> list[dict]:
@@ -149,13 +143,13 @@ def evaluate_cloud(root: Path, cloud: str, base: str, scratch: Path, models: lis
     rows = [{"model": r.name, "kind": r.kind, "mape_pct": pct(r.metrics["mape"]),
              "median_ape_pct": pct(r.metrics["median_ape"]), "top1_pct": pct(r.metrics["top1"]),
              "regret_pct": pct(r.metrics["regret"]), "interval_coverage_pct": pct(r.metrics["coverage"]),
+             "run_mape_pct": pct(r.metrics["run_mape"]),
              "seconds": round(r.seconds, 1), "error": r.error}
             for r in results]
     scored = [r for r in results if r.kind == "model" and r.error is None]
     best = min(scored, key=lambda r: r.metrics["mape"]) if scored else None
     noise = ev.noise_floor(data.runs)
     oracle = oracle_knn(data)
-    per_run = median_ratio_per_run(data)
     twins = twin_noise(data)
     extra = {"similarity_grid": similarity_grid(data)} if grid else {}
     return {**extra, "cloud": cloud, "base": data.base_node, "apps": len(data.apps), "nodes": data.actual_s.shape[1],
@@ -164,8 +158,8 @@ def evaluate_cloud(root: Path, cloud: str, base: str, scratch: Path, models: lis
             "evaluate_all_models_s": round(eval_s, 1), "models": rows,
             "noise_floor_mape_pct": pct(noise["mape"]),
             "oracle_knn_cheating": {"mape_pct": pct(oracle["mape"]), "regret_pct": pct(oracle["regret"])},
-            "median_ratio_per_run_pct": pct(per_run),
             "hive_twins_ape_pct": twins,
+            "best_model_worst_regret": regret_by_app(best) if best else [],
             "readme_reference_pct": README.get(cloud),
             "best_model": best.name if best else None,
             "target_met": bool(best and best.metrics["mape"] <= TARGET_MAPE
@@ -177,14 +171,15 @@ def show(report: dict) -> None:
     print(f"import: {report['runs_imported']} runs, {report['traces_imported']} traces, "
           f"{report['samples_imported']:,} samples in {report['import_s']} s (target < 60 s)")
     print(f"{'model':14s} {'kind':9s} {'MAPE%':>7s} {'medAPE%':>8s} {'top-1%':>7s} {'regret%':>8s} {'s':>6s}"
-          f" {'in-interval%':>13s}")
+          f" {'in-interval%':>13s} {'run-MAPE%':>10s}")
     for r in report["models"]:
         if r["error"]:
             print(f"{r['model']:14s} {r['kind']:9s} failed: {r['error']}")
             continue
         print(f"{r['model']:14s} {r['kind']:9s} {r['mape_pct']:7.2f} {r['median_ape_pct']:8.2f} "
               f"{r['top1_pct']:7.1f} {r['regret_pct']:8.2f} {r['seconds']:6.1f} "
-              f"{'' if r['interval_coverage_pct'] is None else r['interval_coverage_pct']:>13}")
+              f"{'' if r['interval_coverage_pct'] is None else r['interval_coverage_pct']:>13} "
+              f"{'' if r['run_mape_pct'] is None else r['run_mape_pct']:>10}")
     o = report["oracle_knn_cheating"]
     print(f"{'oracle-knn':14s} {'CHEATS':9s} {o['mape_pct']:7.2f} {'':8s} {'':7s} {o['regret_pct']:8.2f}"
           "   <- neighbours chosen by the held-out app's own ratios: a bound, not a model")
@@ -192,11 +187,17 @@ def show(report: dict) -> None:
     ref = report["readme_reference_pct"]
     if ref:
         print("dataset README (its own protocol): " + ", ".join(f"{k} {v} %" for k, v in ref.items()))
-    print(f"median-ratio scored run by run (our reading of the README's protocol): "
-          f"{report['median_ratio_per_run_pct']} %")
+    print("MAPE: per (app, node) against the median of the runs (the issue's metric, the one the target is "
+          "for); run-MAPE: each base run x the predicted ratio against each single run (our reading of the "
+          "README's protocol; its figures are compared with this column)")
     if report["hive_twins_ape_pct"]:
         print("Hive aggregation twins (AVG/MAX/MIN/SUM), each from the mean of the other three: "
               + ", ".join(f"{k} {v} %" for k, v in report["hive_twins_ape_pct"].items()))
+    worst = report["best_model_worst_regret"]
+    if worst:
+        print(f"{report['best_model']}'s costliest choices (share of its mean regret: sum / {report['apps']} apps): "
+              + "; ".join(f"{w['app']} chose {w['chosen']}, fastest {w['fastest']}: {w['regret_pct']} %"
+                          for w in worst))
     print(f"all models evaluated in {report['evaluate_all_models_s']} s (target < 120 s)")
     if "similarity_grid" in report:
         g = report["similarity_grid"]

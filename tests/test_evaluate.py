@@ -16,6 +16,7 @@ from registry.db.write import insert_rows
 from registry.errors import UserError
 from registry.io.lumos import import_lumos
 from registry.match.similarity import SimilarityModel, load_weights
+from registry.models.forest import ForestModel
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def test_load_builds_the_leave_one_out_tables(synth_registry):
     assert data.apps[0] not in refs.features.index and len(refs.features) == 12
     assert refs.feature_weights["sar.*"] == 1.0
     # ratios are ln(median on node / median on base)
-    app, node = data.apps[1], f"synth/c6.large"
+    app, node = data.apps[1], "synth/c6.large"
     runs = data.runs[(data.runs.app == app)]
     expected = np.log(runs[runs.node == node].time_s.median() / runs[runs.node == data.base_node].time_s.median())
     assert refs.log_ratio.at[app, node] == pytest.approx(expected)
@@ -63,7 +64,8 @@ def test_similarity_beats_ignoring_the_signature(synth_registry):
     assert sim.metrics["regret"] <= flat.metrics["regret"]
 
 
-def test_no_peeking_at_the_held_out_runs(synth_registry, tmp_path):
+@pytest.mark.parametrize("make", [SimilarityModel, lambda: ForestModel(n_estimators=20)], ids=["similarity", "forest"])
+def test_no_peeking_at_the_held_out_runs(synth_registry, tmp_path, make):
     """Doubling an app's runs on the other nodes changes its truth and the others' answers, never its own."""
     url = f"duckdb:///{tmp_path / 'copy.duckdb'}"
     reg = open_registry(url)
@@ -74,14 +76,14 @@ def test_no_peeking_at_the_held_out_runs(synth_registry, tmp_path):
             insert_rows(b, table, pd.read_sql(sa.text(f"SELECT * FROM {table}"), a))
     src.close()
     reg.close()
-    before = ev.evaluate_model(_data(url), SimilarityModel, "similarity").predictions.set_index(["app", "node"])
+    before = ev.evaluate_model(_data(url), make, "m").predictions.set_index(["app", "node"])
     reg = open_registry(url)
     with reg.begin() as conn:
         conn.execute(sa.text("""UPDATE runs SET time_s = 2 * time_s WHERE app_id = (SELECT app_id FROM apps
                                 WHERE name = :app) AND node_id <> (SELECT node_id FROM nodes WHERE name = :base)"""),
                      {"app": held, "base": f"synth/{BASE}"})
     reg.close()
-    after = ev.evaluate_model(_data(url), SimilarityModel, "similarity").predictions.set_index(["app", "node"])
+    after = ev.evaluate_model(_data(url), make, "m").predictions.set_index(["app", "node"])
     own_before, own_after = before.loc[held], after.loc[held]
     np.testing.assert_allclose(own_after["predicted_s"], own_before["predicted_s"])
     np.testing.assert_allclose(own_after["actual_s"], 2 * own_before["actual_s"])
@@ -152,3 +154,29 @@ def test_cli_evaluate_errors(cli, synth_registry, tmp_path):
     assert_one_line_error(cli("--db", synth_registry, "evaluate", "--base", "nope"), "no node called 'nope'")
     empty = f"duckdb:///{tmp_path / 'empty.duckdb'}"
     assert_one_line_error(cli("--db", empty, "evaluate"), "nothing to evaluate")
+
+
+def test_run_level_mape_by_hand():
+    """README-style scoring: each base run x the predicted ratio against each single run on the node."""
+    p = pd.DataFrame({"app": ["a", "b"], "node": ["n1", "n1"], "base_s": [10.0, 4.0],
+                      "predicted_s": [20.0, 4.0], "actual_s": [21.0, 5.0]})
+    runs = pd.DataFrame({"app": ["a", "a", "a", "a", "b", "b", "b"],
+                         "node": ["base", "base", "n1", "n1", "base", "n1", "other"],
+                         "time_s": [9.0, 11.0, 20.0, 22.0, 4.0, 5.0, 1.0]})
+    # a: ratio 2, base runs 9 and 11 -> 18 and 22 against runs 20 and 22; b: ratio 1, 4 against 5
+    apes = [2 / 20, 4 / 22, 2 / 20, 0 / 22, 1 / 5]
+    assert ev.run_mape(p, runs, "base") == pytest.approx(np.mean(apes))
+    m = ev.score(p, runs, "base")
+    assert m["run_mape"] == pytest.approx(np.mean(apes))
+    assert m["mape"] == pytest.approx(np.mean([1 / 21, 1 / 5]))       # the cell-level metric is unchanged
+    assert ev.score(p)["run_mape"] is None
+
+
+def test_forest_serves_and_beats_ignoring_the_signature(synth_registry):
+    data = _data(synth_registry)
+    forest = ev.evaluate_model(data, lambda: ForestModel(n_estimators=30), "forest")
+    flat = ev.evaluate_model(data, lambda: ev.baseline("median-ratio"), "median-ratio", "baseline")
+    assert forest.error is None
+    assert forest.metrics["mape"] < 0.8 * flat.metrics["mape"]
+    assert forest.metrics["run_mape"] is not None
+    assert (forest.predictions["base_s"] == data.base_time_s.reindex(forest.predictions["app"]).to_numpy()).all()

@@ -5,10 +5,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor, RandomForestRegressor
 
 from registry.errors import UserError
 from registry.models.base import Query, ReferenceSet
+from registry.models.forest import ForestModel, _Forest
 from registry.models.gbt import GbtModel, _TreeEnsemble
 from registry.models.mob import (MobModel, MobTree, best_configuration, efficiency_index, fluctuation_test,
                                  suplm_pvalue, thesis_weights)
@@ -216,3 +217,51 @@ def test_projection_rows_notes_and_missing_query_features():
     assert any("no profile features for node(s) base, e:" in w for w in m.warnings)
     p = m.predict(Query("q", pd.Series({"x.mem": 0.5}), 1.0), ["a"])[0]
     assert any("the query lacks sig:x.other" in w for w in p.warnings)
+
+
+# -- forest ---------------------------------------------------------------------------------------
+
+
+def test_forest_export_predicts_like_scikit_learn():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(200, 4))
+    y = np.column_stack([x[:, 0] > 0, x[:, 1] * x[:, 2]]).astype(float)
+    for cls in (ExtraTreesRegressor, RandomForestRegressor):
+        model = cls(n_estimators=7, random_state=0).fit(x, y)
+        exported = _Forest(json.loads(json.dumps(_Forest.from_sklearn(model).to_dict())))
+        assert np.allclose(exported.per_tree(x).mean(axis=0), model.predict(x), atol=1e-10)
+
+
+def test_forest_learns_the_ratio_from_the_signature_and_round_trips():
+    refs = reference_set()
+    model = ForestModel(n_estimators=40).fit(refs)
+    for mem in (0.2, 0.8):
+        by_node = {p.node: p for p in model.predict(query(mem), ["a", "b", "c"])}
+        for node, p in by_node.items():
+            truth = 10.0 * np.exp(true_log_ratio(mem, node))
+            assert p.predicted_s == pytest.approx(truth, rel=0.08)
+            assert p.low_s <= p.predicted_s <= p.high_s
+    # the signature matters: ignoring it (the node's median ratio) is far worse at the extremes
+    flat = 10.0 * np.exp(refs.log_ratio["b"].median())
+    lone = model.predict(query(0.05), ["b"])[0].predicted_s
+    truth = 10.0 * np.exp(true_log_ratio(0.05, "b"))
+    assert abs(lone - truth) < 0.3 * abs(flat - truth)
+    back = ForestModel.from_params(json.loads(json.dumps(model.params())))
+    again = back.predict(query(0.5), ["a", "e"])
+    first = model.predict(query(0.5), ["a", "e"])
+    assert [p.predicted_s for p in again] == pytest.approx([p.predicted_s for p in first])
+    assert "80 trees" in back.describe()
+
+
+def test_forest_unknown_nodes_missing_features_and_errors():
+    refs = reference_set(count=20)
+    model = ForestModel(kinds=("extra",), n_estimators=10).fit(refs)
+    p = model.predict(Query("q", pd.Series({"x.mem": 0.5}), 10.0), ["a", "zzz"])   # x.other missing: filled
+    assert np.isfinite(p[0].predicted_s)
+    assert np.isnan(p[1].predicted_s) and "zzz" in p[1].warnings[0]
+    with pytest.raises(UserError):
+        ForestModel(kinds=("boosted",))
+    with pytest.raises(UserError):
+        ForestModel().fit(reference_set(count=1))
+    with pytest.raises(UserError):
+        ForestModel().predict(query(0.5), ["a"])

@@ -52,13 +52,13 @@ def test_level_points_follow_the_caches_and_threads():
     topo = flat_topology()
     one = sweep.level_points(inv, topo, [0])
     assert one == {"L1": 16 * KB, "L2": int(math.sqrt(32 * KB * 512 * KB)), "L3": int(math.sqrt(512 * KB * 8 * MB)),
-                   "memory": 32 * MB}
+                   "memory": sweep.MEMORY_POINT_MIN}          # 4 x 8 MiB would still be cache on many hosts
     four = sweep.level_points(inv, topo, [0, 1, 2, 3])
     assert four["L1"] == 4 * 16 * KB                        # private level: once per core
     assert four["L3"] == int(math.sqrt(4 * 512 * KB * 8 * MB))
-    assert four["memory"] == 32 * MB                        # one shared L3: same memory point
+    assert four["memory"] == one["memory"]                  # one shared L3: same memory point
     two_domains = sweep.level_points(fake_inventory(l3_shared=2), flat_topology(per_llc=2), [0, 2])
-    assert two_domains["memory"] == 2 * 4 * 8 * MB          # two L3 domains in use
+    assert two_domains["memory"] == max(2 * 4 * 8 * MB, sweep.MEMORY_POINT_MIN)  # two L3 domains in use
     for point, level in zip(one.values(), one):
         assert sweep.level_of(inv, topo, [0], point) == level
 
@@ -66,7 +66,7 @@ def test_level_points_follow_the_caches_and_threads():
 def test_levels_without_room_are_skipped():
     inv = fake_inventory(l1=32 * KB, l2=1 * MB, l3=1536 * KB, l3_shared=1)
     points = sweep.level_points(inv, flat_topology(per_llc=1), [0])
-    assert "L3" not in points and points["memory"] == 4 * 1536 * KB
+    assert "L3" not in points and points["memory"] == sweep.MEMORY_POINT_MIN
 
 
 def test_plan_covers_every_kernel_family_with_stream_descriptors():

@@ -124,8 +124,8 @@ def test_weights_table_is_seeded_by_the_migration(tmp_path):
     assert weights["*"] == 1.0
     assert {"sar.*", "meta.*", "proc.*", "counters.*", "cachegrind.*", "streams.*"} <= set(weights)
     with reg.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO similarity_weights (version, pattern, weight) VALUES (2, '*', 1.0), "
-                             "(2, 'meta.*', 0.0)")
+        conn.exec_driver_sql("INSERT INTO similarity_weights (version, pattern, weight) VALUES (99, '*', 1.0), "
+                             "(99, 'meta.*', 0.0)")
     with reg.connect() as conn:
         assert load_weights(conn) == {"*": 1.0, "meta.*": 0.0}
         assert load_weights(conn, version=1)["meta.*"] == 1.0

@@ -100,6 +100,7 @@ def evaluate_cmd(
              "mape_pct": _pct(r.metrics["mape"]), "median_ape_pct": _pct(r.metrics["median_ape"]),
              "top1_pct": _pct(r.metrics["top1"]), "regret_pct": _pct(r.metrics["regret"]),
              "interval_coverage_pct": _pct(r.metrics["coverage"]),
+             "run_mape_pct": _pct(r.metrics["run_mape"]) if "run_mape" in r.metrics else None,
              "seconds": round(r.seconds, 2), "error": r.error} for r in results]
     if as_json:
         print_json({"base": data.base_node, "apps": len(data.apps), "nodes": list(data.actual_s.columns),

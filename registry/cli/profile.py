@@ -11,7 +11,7 @@ from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.output import console, err_console, print_json, print_table
 from registry.errors import UserError
-from registry.profile import catalog, profiler
+from registry.profile import catalog, profiler, signatures
 from registry.profile.runner import estimate_s
 from registry.profile.summary import summarize
 
@@ -72,12 +72,13 @@ def profile(
         err_console.print(f"note: {note}")
 
     configs = prep.plan.configs
-    total = sum(estimate_s(c, prep.policy) for c in configs)
+    signed = signatures.representatives(configs)
+    total = sum(estimate_s(c, prep.policy) for c in configs) + len(signed) * (signatures.WINDOW_S + 0.1)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                TextColumn("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn())
     with Progress(*columns, console=err_console, transient=True) as progress:
-        task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs))
+        task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs) + len(signed))
         done = 0
 
         def advance(config, weight):

@@ -28,6 +28,33 @@ from registry.models.plugins import create
 from registry.trace.lookup import FoundTrace
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
+METHOD_PREFERENCE = ("marker", "omp", "auto", "import", "whole")  # among sets covering as much of the run
+
+
+def choose_phases(phases: list) -> list:
+    """One consistent set of phases: a trace holds several (change points, markers, OpenMP regions)
+    that overlap. The set covering the most of the run wins; near-ties (within 2% of the run) go
+    to the application's own markers, then OpenMP regions, then change points."""
+    by_method: dict[str, list] = {}
+    for p in phases:
+        if p.weight and p.weight > 0:
+            by_method.setdefault(p.method, []).append(p)
+    if not by_method:
+        return []
+    cover = {m: min(1.0, sum(p.weight for p in ps)) for m, ps in by_method.items()}
+    best = max(cover.values())
+    rank = {m: (METHOD_PREFERENCE.index(m) if m in METHOD_PREFERENCE else len(METHOD_PREFERENCE)) for m in cover}
+    method = min((m for m in cover if cover[m] >= best - 0.02), key=lambda m: rank[m])
+    return by_method[method]
+
+
+def base_time(conn: sa.Connection, app: str, node: str, traced_s: float) -> float:
+    """The app's time on its base node: the median of the traced run and any measured runs there
+    (one run, traced or not, is one sample of a noisy quantity)."""
+    times = [r[0] for r in conn.execute(sa.text(
+        "SELECT r.time_s FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id "
+        "WHERE a.name = :a AND n.name = :n"), {"a": app, "n": node})]
+    return float(np.median([traced_s, *times]))
 
 
 @dataclass
@@ -91,9 +118,9 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
-def _project_phase(phase, trace, profiles, model_name: str, nodes: list[str], weights: dict) -> PhaseResult:
+def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes: list[str],
+                   weights: dict) -> PhaseResult:
     util = _cpu_util(phase.signature)
-    time_s = float(phase.time_s)
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
@@ -129,14 +156,15 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     missing = sorted(set(targets) - set(profiles.nodes()))
     if missing:
         raise UserError(f"no profile for node(s) {', '.join(missing)}: profile them first or leave them out")
-    phases = [p for p in trace.phases if p.time_s and p.time_s > 0]
+    phases = choose_phases(trace.phases)
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
+    wall = base_time(conn, trace.name, base, float(trace.wall_s))
     weights = load_weights(conn)
-    results = [_project_phase(p, trace, profiles, model, targets, weights) for p in phases]
+    # a phase's share of the run, applied to the base time
+    results = [_project_phase(p, p.weight * wall, trace, profiles, model, targets, weights) for p in phases]
     covered = sum(r.time_s for r in results)
-    wall = max(float(trace.wall_s), covered)
-    rest = wall - covered
+    rest = max(0.0, wall - covered)
     warnings = []
     out = []
     for node in targets:

@@ -44,6 +44,7 @@ _CLIP = 4.0
 # normal 90% band (1.645) covered only 77% on Lumos; 2.6 covers 90% on Alibaba (chosen there) and
 # 90% on Huawei (checked there).
 _Z_INTERVAL = 2.6
+LOG_SPAN = 1000.0              # a positive feature whose references span 3 decades is compared as a log
 
 
 def load_weights(conn: sa.Connection, version: int | None = None) -> dict[str, float]:
@@ -89,6 +90,7 @@ class SimilarityModel(ProjectionModel):
         self.weights = dict(weights) if weights is not None else None
         self.z_interval = float(z_interval)
         self._fitted = False
+        self.log_columns: list[str] = []
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -120,8 +122,21 @@ class SimilarityModel(ProjectionModel):
 
     # -- fit / predict -----------------------------------------------------------------------
 
+    def _transform(self, features: pd.DataFrame) -> pd.DataFrame:
+        """Features spanning decades (a working set from L1 to memory) are compared in log space."""
+        out = features.copy()
+        for col in self.log_columns:
+            if col in out:
+                out[col] = np.log(out[col].where(out[col] > 0))
+        return out
+
     def fit(self, refs: ReferenceSet) -> SimilarityModel:
         features = refs.features.astype(float)
+        positive = ((features > 0) | features.isna()).all() & (features.notna().sum() >= 3)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            span = features.max() / features.min()
+        self.log_columns = [c for c in features.columns if positive[c] and span[c] >= LOG_SPAN]
+        features = self._transform(features)
         y = refs.log_ratio.reindex(features.index).astype(float)
         center = features.median()
         scale = (features - center).abs().median() * 1.4826
@@ -161,7 +176,7 @@ class SimilarityModel(ProjectionModel):
 
     def distances(self, query: Query) -> pd.Series:
         """Weighted RMS standardised difference between the query and every reference (NaN: nothing shared)."""
-        q = query.features.reindex(self.columns).astype(float)
+        q = self._transform(query.features.reindex(self.columns).astype(float).to_frame().T).iloc[0]
         zq = ((q - self.center) / self.scale).clip(-_CLIP, _CLIP)
         have_q = zq.notna().to_numpy()
         w = self.feature_weight.to_numpy() * have_q

@@ -15,7 +15,7 @@ from registry.errors import UserError
 from registry.inventory import Inventory, collect, compiler_version
 from registry.microbench.build import build_flags_description
 from registry.microbench.driver import Driver, driver_binary
-from registry.profile import runner, sweep
+from registry.profile import runner, signatures, sweep
 from registry.profile.catalog import Microbenchmark
 from registry.profile.placement import Cpu, read_topology
 from registry.profile.stats import RepPolicy
@@ -61,14 +61,18 @@ def prepare(opts: ProfileOptions) -> Prepared:
 
 def measure(opts: ProfileOptions, prep: Prepared,
             advance: Callable[[sweep.Config, float], None] = lambda c, w: None) -> ProfileRecord:
-    """Build the driver, measure every planned configuration, and return the unstored profile."""
+    """Build the driver, measure every planned configuration (then the signatures of its
+    representatives, see registry.profile.signatures), and return the unstored profile."""
     started, t0 = utcnow(), time.monotonic()
     binary = driver_binary()
+    llc = prep.inventory.last_level_cache()
     with Driver(binary) as driver:
         measurements = runner.measure(runner.execution_order(prep.plan.configs), driver, prep.policy, advance)
+        sigs = signatures.measure_all(driver, prep.plan.configs, llc.size_bytes if llc else None, advance)
     return ProfileRecord(node=opts.node, inventory=prep.inventory, mode=opts.stored_mode, measurements=measurements,
                          started_at=started, finished_at=utcnow(), duration_s=time.monotonic() - t0,
-                         tool_version=__version__, compiler=compiler_version(), cflags=build_flags_description())
+                         tool_version=__version__, compiler=compiler_version(), cflags=build_flags_description(),
+                         signatures=sigs)
 
 
 def _is_conflict(exc: BaseException) -> bool:

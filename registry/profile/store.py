@@ -9,7 +9,7 @@ profile_runs rows: that is what lets a phase matched on the base node be project
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -39,6 +39,7 @@ class ProfileRecord:
     compiler: str | None
     cflags: str | None
     uid: str = ""
+    signatures: dict[str, dict] = field(default_factory=dict)  # config key -> {source: {metric: value}}
 
     def __post_init__(self):
         self.uid = self.uid or new_uid()
@@ -117,6 +118,8 @@ def store_profile(conn: sa.Connection, record: ProfileRecord) -> int:
         reps += [{"run_id": run_id, "rep": i, "time_s": t} for i, t in enumerate(m.times)]
         sigs += [{"owner_kind": "profile_run", "owner_id": run_id, "source": "streams", "metric": k,
                   "value": float(v)} for k, v in stream_signature(m).items()]
+        sigs += [{"owner_kind": "profile_run", "owner_id": run_id, "source": src, "metric": k, "value": float(v)}
+                 for src, metrics in record.signatures.get(m.config.key, {}).items() for k, v in metrics.items()]
     insert_rows(conn, "profile_runs", runs)
     insert_rows(conn, "profile_reps", reps)
     insert_rows(conn, "signatures", sigs)

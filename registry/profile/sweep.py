@@ -23,6 +23,10 @@ from registry.profile.catalog import Microbenchmark
 from registry.profile.placement import Cpu, placements
 
 MODES = ("quick", "default", "full")
+# A virtual machine may report a smaller last-level cache than its host has: this development VM
+# reports 32 MiB, yet 128 MiB still streams at twice its DRAM bandwidth. The memory point is
+# therefore never below 512 MiB, where every cache of current server parts is left behind.
+MEMORY_POINT_MIN = 512 * 1024 * 1024
 MIN_ACCESSES = 16                   # a stream config needs this many accesses per pass
 KB = 1024
 # assumed when the inventory lists no caches (some VMs and ARM boards expose none)
@@ -178,7 +182,7 @@ def level_points(inv: Inventory, topology: Sequence[Cpu], cpus: Sequence[int]) -
     for prev, cache, size in zip(agg, caches[1:], agg[1:]):
         if size >= 2 * prev:
             points[f"L{cache.level}"] = int(math.sqrt(prev * size))
-    points["memory"] = 4 * agg[-1]
+    points["memory"] = max(4 * agg[-1], MEMORY_POINT_MIN)
     return points
 
 

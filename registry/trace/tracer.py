@@ -88,8 +88,12 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
             cg_doc = _attach_cachegrind(phases, stats)
             sources.append("cachegrind")
     samples = {"t_s": [r["t_s"] for r in run.samples]}
+    # `threads` is a fixed thread count the app was told to use (OMP_NUM_THREADS): projection then keeps
+    # it on every node. Without one, an OpenMP program uses all of a node's CPUs, so it stays NULL and
+    # the count observed here is only recorded in meta.
     first = (env if env is not None else os.environ).get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    threads = int(first) if first.isdigit() else max((r.max_threads for r in obs.omp_records), default=None)
+    threads = int(first) if first.isdigit() else None
+    omp_threads = max((r.max_threads for r in obs.omp_records), default=None)
     samples.update({m: [r[m] for r in run.samples] for m in METRICS})
     trace = Trace(
         name=name, node=node, host=socket.gethostname(), command=list(argv), exit_status=run.exit_status,
@@ -97,6 +101,7 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         sources=sources, phases=phases, samples=samples, threads=threads, cachegrind=cg_doc,
         meta={"cpu_list": None if cpus is None else ",".join(map(str, cpus)),
               "probe_cmd": probe_cmd, "llc_bytes": llc_bytes, "wss_cost_s": run.wss_cost_s, "cpu_s": run.cpu_s,
+              "omp_max_threads": omp_threads,
               "counters": [{k: v for k, v in r.items()} for r in obs.counter_rows] or None})
     return trace, notes
 

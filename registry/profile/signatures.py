@@ -1,0 +1,76 @@
+"""Signatures of microbenchmark configs, measured the way `nodereg trace` measures phases.
+
+`nodereg match` places a phase among the configs by comparing signatures taken on the same node
+with the same instrument: the /proc sampler of registry.trace (CPU use, active threads, working set
+over the last-level cache, faults, ...). So while the driver runs a config for a short window, the
+same TreeSampler watches the driver process, and the same `proc_signature` reduces the samples.
+
+Only a representative subset is measured, since a window costs ~0.5 s: one config per kernel,
+cache level and thread count (placement does not change what /proc sees), for the kernels that
+differ in kind: triad, load and store for bandwidth (copy, scale and add look like triad), the
+pointer chase, every compute kernel, and the thesis's single-stream sums mbw1c / mbw1p. The other
+configs are not references for `nodereg match` (they stay in the profile for everything else).
+"""
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from registry.microbench.driver import Driver
+from registry.profile.sweep import Config
+from registry.trace.sampler import TreeSampler
+from registry.trace.signature import proc_signature, rows_in, wss_reads
+
+WINDOW_S = 0.3          # several samples at the trace interval, and a working-set reading
+INTERVAL_S = 0.1        # the default interval of `nodereg trace`
+WSS_BUDGET = 0.25       # the driver's speed is not being measured here: read the working set often
+
+
+SIGNED_KERNELS = frozenset({"triad", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops",
+                            "mbw1c", "mbw1p"})
+
+
+def representatives(configs: Sequence[Config]) -> list[Config]:
+    """One config per (kernel, cache level, threads) of SIGNED_KERNELS: the first of each in plan order."""
+    seen, out = set(), []
+    for c in configs:
+        key = (c.ub.name, c.ws_level or c.level, c.threads)
+        if c.ub.name in SIGNED_KERNELS and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, dict[str, float]]:
+    """Run `config` for about WINDOW_S under the trace sampler; its {source: {metric: value}}."""
+    sampler = TreeSampler(driver.proc.pid, wss_budget=WSS_BUDGET)
+    t0 = time.monotonic()
+    sampler.prime(0.0)
+    stop = threading.Event()
+
+    def sample_until_stopped() -> None:
+        while not stop.wait(INTERVAL_S):
+            sampler.sample(time.monotonic() - t0)
+
+    thread = threading.Thread(target=sample_until_stopped, daemon=True)
+    thread.start()
+    try:
+        driver.run({**config.driver_args(), "reps": 3, "target": WINDOW_S / 3})
+    finally:
+        stop.set()
+        thread.join()
+    end = time.monotonic() - t0
+    sampler.sample(end, final=True)
+    whole = [[0.0, end]]
+    proc = proc_signature(rows_in(sampler.rows, whole), llc_bytes, wss_reads(sampler.rows, whole, INTERVAL_S))
+    return {"proc": proc} if proc else {}
+
+
+def measure_all(driver: Driver, configs: Sequence[Config], llc_bytes: int | None,
+                advance: Callable[[Config, float], None] = lambda c, w: None) -> dict[str, dict]:
+    """Signatures of the representatives of `configs`, by config key."""
+    out = {}
+    for config in representatives(configs):
+        out[config.key] = measure(driver, config, llc_bytes)
+        advance(config, WINDOW_S + 0.1)
+    return out
