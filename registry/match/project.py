@@ -118,15 +118,22 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
+def _references(profiles, mode: str, k: int, weights: dict, cache: dict):
+    """Thread counts and reference set for a thread mode (phases of one trace share them via `cache`)."""
+    if (mode, k) not in cache:
+        threads = refs_mod.threads_on(profiles, mode, k)
+        cache[(mode, k)] = (threads, *refs_mod.reference_set(profiles, threads, weights))
+    return cache[(mode, k)]
+
+
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes: list[str],
-                   weights: dict) -> PhaseResult:
+                   weights: dict, cache: dict) -> PhaseResult:
     util = _cpu_util(phase.signature)
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
     mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
-    threads = refs_mod.threads_on(profiles, mode, k)
-    refset, info = refs_mod.reference_set(profiles, threads, weights)
+    threads, refset, info = _references(profiles, mode, k, weights, cache)
     model = create(model_name, kind="projection")
     if NEEDS_SIGNATURES not in model.needs:
         raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
@@ -162,7 +169,8 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     wall = base_time(conn, trace.name, base, float(trace.wall_s))
     weights = load_weights(conn)
     # a phase's share of the run, applied to the base time
-    results = [_project_phase(p, p.weight * wall, trace, profiles, model, targets, weights) for p in phases]
+    cache: dict = {}
+    results = [_project_phase(p, p.weight * wall, trace, profiles, model, targets, weights, cache) for p in phases]
     covered = sum(r.time_s for r in results)
     rest = max(0.0, wall - covered)
     warnings = []

@@ -100,6 +100,9 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
                       how="left").merge(node_table, on="node_id")
     runs["throughput"] = _throughput(runs)
     runs = runs.dropna(subset=["throughput"])
+    # node and key repeat across millions of rows: categories make the joins and pivots integer work
+    runs["node"] = runs["node"].astype("category")
+    runs["key"] = runs["key"].astype("category")
     feats = read_frame(conn, _FEATURES, {"node": base_id})
     features = pd.DataFrame()
     if not feats.empty:
@@ -112,13 +115,12 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
 def threads_on(profiles: Profiles, mode: str, k: int) -> dict[str, int]:
     """The thread count each node's configs are taken at: all its CPUs ('all') or min(k, CPUs) ('fixed'),
     snapped to the largest count actually measured there that does not exceed it."""
-    measured = profiles.runs.groupby("node")["threads"].unique()
-    out = {}
-    for node, counts in measured.items():
-        want = profiles.n_cpus.get(node, 1) if mode == "all" else min(k, profiles.n_cpus.get(node, 1))
-        fitting = sorted(c for c in counts if c <= want)
-        out[node] = int(fitting[-1] if fitting else min(counts))
-    return out
+    pairs = profiles.runs[["node", "threads"]].drop_duplicates()
+    cpus = pairs["node"].map(profiles.n_cpus).astype(float).fillna(1)
+    want = cpus if mode == "all" else cpus.clip(upper=k)
+    fitting = pairs[pairs["threads"] <= want].groupby("node", observed=True)["threads"].max()
+    fallback = pairs.groupby("node", observed=True)["threads"].min()
+    return {str(n): int(t) for n, t in fitting.reindex(fallback.index).fillna(fallback).items()}
 
 
 def reference_set(profiles: Profiles, threads: dict[str, int],
@@ -128,15 +130,15 @@ def reference_set(profiles: Profiles, threads: dict[str, int],
     Returns the set and a table describing each reference (for explanations).
     """
     runs = profiles.runs
-    wanted = pd.Series(threads, name="wanted").rename_axis("node").reset_index()
-    at = runs.merge(wanted, on="node")
-    at = at[at["threads"] == at["wanted"]]
+    at = runs[runs["threads"] == runs["node"].map(threads).astype(float)]
     # one run per node x key: prefer the base run's placement, else any
     base = at[at["node"] == profiles.base].drop_duplicates("key")
+    base = base.assign(key=base["key"].astype(str))
     placement = base.set_index("key")["placement"]
-    at = at.assign(pref=(at["placement"] == at["key"].map(placement)).astype(int))
+    at = at.assign(pref=(at["placement"] == at["key"].astype(str).map(placement)).astype(int))
     at = at.sort_values("pref", ascending=False).drop_duplicates(["node", "key"])
-    throughput = at.pivot(index="key", columns="node", values="throughput")
+    throughput = at.pivot_table(index="key", columns="node", values="throughput", aggfunc="first", observed=True)
+    throughput.columns = throughput.columns.astype(str)
     log_ratio = np.log(throughput[[profiles.base]].to_numpy() / throughput.to_numpy())
     log_ratio = pd.DataFrame(log_ratio, index=throughput.index, columns=throughput.columns).loc[base["key"]]
     features = profiles.features.reindex(base["run_id"].to_numpy())
