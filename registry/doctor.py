@@ -28,7 +28,7 @@ def _orphans(conn: sa.Connection) -> list[tuple[str, str, int]]:
         where = f"{column} IS NOT NULL AND {column} NOT IN (SELECT {pk} FROM {parent})"
         if cond:
             where = f"{cond} AND {where}"
-        n = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE {where}")).scalar()
+        n = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE {where}")).scalar_one()
         if n:
             found.append((table, where, n, f"{column} -> missing {parent}"))
     return found
@@ -66,7 +66,7 @@ def _columns(conn: sa.Connection) -> dict[str, set[str]]:
 def check(conn: sa.Connection) -> list[Problem]:
     problems = [Problem("orphan", t, f"{n} row(s) with {d}", n, True) for t, _, n, d in _orphans(conn)]
     for table, where in _INCOMPLETE.items():
-        n = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE {where}")).scalar()
+        n = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE {where}")).scalar_one()
         if n:
             problems.append(Problem("incomplete", table, f"{n} incomplete row(s)", n, True))
     actual = _columns(conn)

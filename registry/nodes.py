@@ -61,7 +61,7 @@ def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, so
 
 def node_inventory(conn: sa.Connection, name: str) -> Inventory | None:
     """The stored inventory of a node (None for nodes created without one, e.g. by imports)."""
-    text = conn.execute(sa.text("SELECT inventory_json FROM nodes WHERE name = :n"), {"n": name}).scalar()
+    text = conn.execute(sa.text("SELECT inventory_json FROM nodes WHERE name = :n"), {"n": name}).scalar_one_or_none()
     return Inventory.from_dict(json.loads(text)) if text else None
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 import sqlalchemy as sa
 
+from registry.apps import ensure_app, find_app_id, require_app_id
 from registry.db import utcnow
-from registry.db.write import insert_returning, insert_rows, new_uid
+from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.nodes import ensure_node, find_node_id, require_node_id
 
@@ -31,29 +32,6 @@ class RunRow:
     node: str
     threads: int
     time_s: float
-
-
-def find_app_id(conn: sa.Connection, name: str) -> int | None:
-    return conn.execute(sa.text("SELECT app_id FROM apps WHERE name = :n"), {"n": name}).scalar_one_or_none()
-
-
-def ensure_app(conn: sa.Connection, name: str) -> int:
-    """The app's id, creating the app on first use."""
-    if not name or not name.strip():
-        raise UserError("an app name must not be empty")
-    app_id = find_app_id(conn, name)
-    if app_id is None:
-        app_id = insert_returning(conn, "apps", {"name": name, "created_at": utcnow()}, "app_id")
-    return app_id
-
-
-def require_app_id(conn: sa.Connection, name: str) -> int:
-    app_id = find_app_id(conn, name)
-    if app_id is None:
-        known = [r[0] for r in conn.execute(sa.text("SELECT name FROM apps ORDER BY name LIMIT 8"))]
-        hint = f" (known: {', '.join(known)})" if known else " (the registry has no apps yet)"
-        raise UserError(f"unknown app {name!r}{hint}")
-    return app_id
 
 
 def check_run(threads, time_s) -> tuple[int, float]:
@@ -78,8 +56,6 @@ def check_run(threads, time_s) -> tuple[int, float]:
 def add_runs(conn: sa.Connection, rows: list[RunRow], source: str) -> list[str]:
     """Write runs (creating apps and nodes as needed); returns their uids in order."""
     node_ids = {n: ensure_node(conn, n, source="runs") for n in dict.fromkeys(r.node for r in rows)}
-    # apps last: their look-ups consume their results fully, which DuckDB's bulk insert below needs
-    # (a result left open by `.scalar()` blocks the driver connection)
     app_ids = {a: ensure_app(conn, a) for a in dict.fromkeys(r.app for r in rows)}
     now = utcnow()
     uids = [new_uid() for _ in rows]

@@ -5,13 +5,9 @@ import sys
 
 from rich.text import Text
 
-from registry.cli import admin, bundle, nodes  # noqa: F401  (commands register on import)
-from registry.cli import match  # noqa: F401
-from registry.cli import profile  # noqa: F401
-from registry.cli import trace  # noqa: F401
-from registry.cli import models  # noqa: F401
-from registry.cli import report  # noqa: F401
-from registry.cli import evaluate  # noqa: F401
+# commands register on import
+from registry.cli import (  # noqa: F401
+    admin, bundle, evaluate, match, models, nodes, profile, report, trace)
 from registry.cli.app import app
 from registry.cli.output import err_console
 from registry.db import db_error, is_driver_error

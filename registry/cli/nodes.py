@@ -51,8 +51,8 @@ def node_details(conn: sa.Connection, name: str) -> dict:
         "SELECT p.uid, p.mode, p.started_at, p.duration_s, p.cpu_list, p.compiler, "
         "(SELECT count(*) FROM profile_runs r WHERE r.profile_id = p.profile_id) AS configs "
         "FROM profiles p WHERE p.node_id = :id ORDER BY p.profile_id"), {"id": node_id})]
-    node["traces"] = conn.execute(sa.text("SELECT count(*) FROM traces WHERE node_id = :id"), {"id": node_id}).scalar()
-    node["runs"] = conn.execute(sa.text("SELECT count(*) FROM runs WHERE node_id = :id"), {"id": node_id}).scalar()
+    node["traces"] = conn.execute(sa.text("SELECT count(*) FROM traces WHERE node_id = :id"), {"id": node_id}).scalar_one()
+    node["runs"] = conn.execute(sa.text("SELECT count(*) FROM runs WHERE node_id = :id"), {"id": node_id}).scalar_one()
     return node
 
 

@@ -29,7 +29,7 @@ def _node_row(conn: sa.Connection, name: str | None) -> dict:
         host = socket.gethostname()
         found = conn.execute(sa.text(
             "SELECT n.name FROM profiles p JOIN nodes n ON n.node_id = p.node_id WHERE p.host = :h "
-            "ORDER BY p.started_at DESC, p.profile_id DESC LIMIT 1"), {"h": host}).scalar()
+            "ORDER BY p.started_at DESC, p.profile_id DESC LIMIT 1"), {"h": host}).scalar_one_or_none()
         if found is None:
             raise UserError(f"no node has been profiled on this host ({host}): run `nodereg profile NODE` "
                             "first, or pass --node NODE")

@@ -30,14 +30,15 @@ def insert_if_absent(conn: sa.Connection, table: str, key: Mapping, row: Mapping
     second insert waits, then does nothing and finds the first one's row) and portable to DuckDB.
     """
     where = " AND ".join(f"{c} = :{c}" for c in key)
-    found = conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar()
+    # scalar_one_or_none fetches to the end: DuckDB refuses other work while a result is unfinished
+    found = conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar_one_or_none()
     if found is not None:
         return found, False
     full = {**row, **key}
     cols = list(full)
     created = conn.execute(sa.text(
         f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) "
-        f"ON CONFLICT DO NOTHING RETURNING {pk}"), full).scalar()
+        f"ON CONFLICT DO NOTHING RETURNING {pk}"), full).scalar_one_or_none()
     if created is not None:
         return created, True
     return conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar_one(), False

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from registry.apps import ensure_app
 from registry.db import Registry, utcnow
 from registry.db.write import allocate_ids, insert_returning, insert_rows
 from registry.errors import UserError
@@ -306,8 +307,7 @@ def _ensure_apps(conn, apps: dict[str, str], summary: ImportSummary) -> dict[str
         if app in existing:
             ids[app] = existing[app]
             continue
-        ids[app] = insert_returning(conn, "apps", {"name": app, "description": description,
-                                                   "created_at": utcnow()}, "app_id")
+        ids[app] = ensure_app(conn, app, description)
         summary.apps_added += 1
     return ids
 

@@ -120,7 +120,7 @@ def zones_from_rows(version: int, zone_rows, discard_rows) -> Zones:
 def load_zones(conn: sa.Connection, version: int | None = None) -> Zones:
     """Read one version of corredor_zones/corredor_discards (the latest when `version` is None)."""
     if version is None:
-        version = conn.execute(sa.text("SELECT max(version) FROM corredor_zones")).scalar()
+        version = conn.execute(sa.text("SELECT max(version) FROM corredor_zones")).scalar_one()
         if version is None:
             raise UserError("the registry holds no corredor zones (table corredor_zones is empty)")
     zone_rows = conn.execute(sa.text("SELECT feature, max_pct, score FROM corredor_zones WHERE version = :v"),

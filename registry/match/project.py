@@ -19,7 +19,8 @@ import pandas as pd
 import sqlalchemy as sa
 
 from registry.db import utcnow
-from registry.db.write import get_or_create, insert_rows, new_uid
+from registry.apps import ensure_app
+from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.match import references as refs_mod
 from registry.match.similarity import load_weights
@@ -196,7 +197,7 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
 
 def store_predictions(conn: sa.Connection, found: FoundTrace, result: MatchResult) -> int:
     """One predictions row per node, with the per-phase explanation; returns the row count."""
-    app_id = get_or_create(conn, "apps", {"name": result.app}, {"created_at": utcnow()}, "app_id")
+    app_id = ensure_app(conn, result.app)
     node_ids = dict(conn.execute(sa.text("SELECT name, node_id FROM nodes")).fetchall())
     now = utcnow()
     phases = result.to_dict(explain=True)["phases"]

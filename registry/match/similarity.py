@@ -52,7 +52,7 @@ def load_weights(conn: sa.Connection, version: int | None = None) -> dict[str, f
     if not sa.inspect(conn).has_table("similarity_weights"):
         return dict(DEFAULT_WEIGHTS)
     if version is None:
-        version = conn.execute(sa.text("SELECT max(version) FROM similarity_weights")).scalar()
+        version = conn.execute(sa.text("SELECT max(version) FROM similarity_weights")).scalar_one()
         if version is None:
             return dict(DEFAULT_WEIGHTS)
     rows = conn.execute(sa.text("SELECT pattern, weight FROM similarity_weights WHERE version = :v"),

@@ -26,7 +26,7 @@ def find_trace(conn: sa.Connection, text: str) -> FoundTrace:
     if path.suffix == ".json" or path.is_file():
         trace = read_trace(path)
         uid = trace.meta.get("uid")
-        trace_id = conn.execute(sa.text("SELECT trace_id FROM traces WHERE uid = :u"), {"u": uid}).scalar() \
+        trace_id = conn.execute(sa.text("SELECT trace_id FROM traces WHERE uid = :u"), {"u": uid}).scalar_one_or_none() \
             if uid else None
         return FoundTrace(trace, trace_id, uid if trace_id is not None else None)
     rows = conn.execute(sa.text("SELECT trace_id, uid FROM traces WHERE uid = :t"), {"t": text}).fetchall() or \

@@ -11,16 +11,12 @@ from datetime import datetime
 import pandas as pd
 import sqlalchemy as sa
 
+from registry.apps import ensure_app
 from registry.db import utcnow
-from registry.db.write import allocate_ids, get_or_create, insert_returning, insert_rows, new_uid
+from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
 from registry.errors import UserError
 from registry.nodes import require_node_id
 from registry.trace.tracefile import Phase, Trace, finite_json
-
-
-def app_id(conn: sa.Connection, name: str) -> int:
-    """The app's id, created on first use (race-safe with concurrent writers)."""
-    return get_or_create(conn, "apps", {"name": name}, {"created_at": utcnow()}, "app_id")
 
 
 def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[int, str]:
@@ -31,13 +27,13 @@ def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[i
     """
     node_id = require_node_id(conn, trace.node)
     uid = trace.meta.setdefault("uid", new_uid())
-    existing = conn.execute(sa.text("SELECT trace_id FROM traces WHERE uid = :u"), {"u": uid}).scalar()
+    existing = conn.execute(sa.text("SELECT trace_id FROM traces WHERE uid = :u"), {"u": uid}).scalar_one_or_none()
     if existing is not None:
         return existing, uid
     started = _timestamp(trace.started_at)
     meta = {"host": trace.host, "sources": trace.sources, "cachegrind": trace.cachegrind, **trace.meta}
     trace_id = insert_returning(conn, "traces", {
-        "uid": uid, "app_id": app_id(conn, trace.name), "node_id": node_id,
+        "uid": uid, "app_id": ensure_app(conn, trace.name), "node_id": node_id,
         "command_json": json.dumps(trace.command), "exit_status": trace.exit_status, "status": trace.status,
         "wall_s": trace.wall_s, "threads": trace.threads, "interval_s": trace.interval_s, "source": source,
         "started_at": started, "meta_json": json.dumps(finite_json(meta), allow_nan=False)}, "trace_id")
