@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from registry import __version__
-from registry.db import is_driver_error, utcnow
+from registry.db import db_error, is_driver_error, utcnow
 from registry.db.migrate import current_version
 from registry.db.relations import OWNER_TABLES, SPECS, Spec
 from registry.db.write import allocate_ids, insert_if_absent, insert_rows
-from registry.errors import UserError
+from registry.errors import StorageError, UserError
 
 FORMAT = "nodereg-bundle"
 FORMAT_VERSION = 1
@@ -140,6 +140,8 @@ class _Importer:
             except Exception as exc:  # noqa: BLE001 - sorted below: only damaged content is translated
                 if not (is_driver_error(exc) or isinstance(exc, (ValueError, TypeError, KeyError, pa.ArrowException))):
                     raise
+                if is_driver_error(exc) and isinstance(db_error(exc), StorageError):
+                    raise db_error(exc) from None  # the disk, not the bundle
                 # damaged content (NULL where a value is required, text in a number column, ...):
                 # the caller's transaction rolls back, so nothing of the bundle is kept
                 detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:160]

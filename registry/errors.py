@@ -14,3 +14,11 @@ class UserError(Exception):
         super().__init__(" ".join(str(message).split()))
         if exit_code is not None:
             self.exit_code = exit_code
+
+
+class StorageError(UserError):
+    """The registry's storage refused a write (disk full, read-only, locked): not the data's fault."""
+
+
+class RegistryLocked(StorageError):
+    """Another process holds the registry's write lock (DuckDB): worth waiting for with --wait."""

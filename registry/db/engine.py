@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from registry.db import migrate as _migrate
 from registry.db.url import duckdb_path, mask, resolve_url
-from registry.errors import UserError
+from registry.errors import RegistryLocked, StorageError, UserError
 
 _LOCK = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
 
@@ -71,8 +71,8 @@ def open_registry(url_text: str | None = None, *, readonly: bool = False, wait_s
     while True:
         try:
             return _open(url, readonly=readonly, migrate=migrate)
-        except UserError as exc:
-            if "in use by another process" not in str(exc) or time.monotonic() >= deadline:
+        except RegistryLocked:
+            if time.monotonic() >= deadline:
                 raise
             time.sleep(0.2)
 
@@ -163,13 +163,13 @@ def db_error(exc: BaseException, url: sa.URL | None = None) -> UserError:
     where = f" ({mask(url)})" if url is not None else ""
     m = _LOCK.search(first)
     if m:
-        return UserError(f"registry{where} is in use by another process (PID {m['pid']}: {m['prog']}); "
+        return RegistryLocked(f"registry{where} is in use by another process (PID {m['pid']}: {m['prog']}); "
                          "wait for it, or pass --wait SECONDS")
     low = first.lower()
     if "no space left" in low or "disk full" in low:
-        return UserError(f"the registry's disk is full{where}: nothing was written ({first})")
+        return StorageError(f"the registry's disk is full{where}: nothing was written ({first})")
     if "read-only file system" in low or "permission denied" in low:
-        return UserError(f"cannot write the registry{where}: {first}")
+        return StorageError(f"cannot write the registry{where}: {first}")
     if "read-only" in low or "read only" in low:
         return UserError(f"the registry is opened read-only; statement rejected: {first}")
     if "not a valid duckdb database" in low or "corrupt" in low:
