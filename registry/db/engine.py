@@ -50,8 +50,8 @@ class Registry:
             try:
                 with self.engine.begin() as conn:
                     return work(conn)
-            except sa.exc.IntegrityError:
-                if attempt == retries - 1:
+            except Exception as exc:  # noqa: BLE001 - only integrity races are retried
+                if not _is_conflict(exc) or attempt == retries - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
@@ -134,6 +134,11 @@ def _engine(url: sa.URL, *, readonly: bool) -> sa.Engine:
     if readonly:
         eng = eng.execution_options(postgresql_readonly=True)
     return eng
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    """A unique-key conflict, raised through SQLAlchemy or by a driver's bulk path (COPY, DataFrame scan)."""
+    return any(cls.__name__ in ("IntegrityError", "ConstraintException") for cls in type(exc).__mro__)
 
 
 def is_driver_error(exc: BaseException) -> bool:

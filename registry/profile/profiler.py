@@ -75,20 +75,7 @@ def measure(opts: ProfileOptions, prep: Prepared,
                          signatures=sigs)
 
 
-def _is_conflict(exc: BaseException) -> bool:
-    """A unique-key conflict, whether raised through SQLAlchemy or by the driver's bulk path."""
-    return any(cls.__name__ == "IntegrityError" for cls in type(exc).__mro__)
-
-
 def save(reg: Registry, record: ProfileRecord) -> int:
     """Store the profile in one transaction. Another writer may add the same new configs at the
-    same moment (a shared PostgreSQL registry): the transaction is then retried once, and finds
-    them."""
-    try:
-        with reg.begin() as conn:
-            return store_profile(conn, record)
-    except Exception as exc:  # noqa: BLE001 - only conflicts are retried
-        if not _is_conflict(exc):
-            raise
-    with reg.begin() as conn:
-        return store_profile(conn, record)
+    same moment (a shared PostgreSQL registry): the transaction is then retried, and finds them."""
+    return reg.write(lambda conn: store_profile(conn, record))
