@@ -72,7 +72,7 @@ def test_profile_stores_a_complete_profile(cli, db_url, binary):
         JOIN ub_configs c ON c.config_id = r.config_id JOIN microbenchmarks u ON u.ub_id = c.ub_id
         WHERE u.name = 'mbw2r' AND g.owner_kind = 'profile_run' ORDER BY r.run_id LIMIT 20"""))
     assert sig["n_streams"] == 2 and sig["s1.random"] == 1 and sig["s0.shared"] == 1 and sig["s1.shared"] == 0
-    (best,) = rows(db_url, "SELECT best_triad_gbs, best_fp64_gflops FROM v_nodes")
+    (best,) = rows(db_url, "SELECT memory_triad_gbs, best_fp64_gflops FROM v_nodes")
     assert best[0] > 0 and best[1] > 0
     assert rows(db_url, "SELECT count(*) FROM profile_runs WHERE checksum IS NULL OR median_s <= 0")[0][0] == 0
 

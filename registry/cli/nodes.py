@@ -16,7 +16,7 @@ app.add_typer(nodes_app, name="nodes")
 
 _LIST_SQL = """
 SELECT name, cpu_model, n_cpus, cores, memory_bytes, cpu_list, source, profiles, last_profiled,
-       best_triad_gbs, best_fp64_gflops, measured_runs
+       memory_triad_gbs, best_fp64_gflops, measured_runs
 FROM v_nodes ORDER BY name"""
 
 
@@ -34,8 +34,8 @@ def list_nodes(ctx: typer.Context, as_json: bool = typer.Option(False, "--json",
     if as_json:
         print_json(rows)
     else:
-        print_table(rows, ["name", "cpu_model", "n_cpus", "cores", "memory_gib", "cpu_list", "source", "profiles",
-                           "last_profiled", "best_triad_gbs", "best_fp64_gflops", "measured_runs"],
+        print_table(rows, ["name", "cpu_model", "n_cpus", "memory_gib", "cpu_list", "profiles",
+                           "memory_triad_gbs", "best_fp64_gflops", "measured_runs"],
                     empty="no nodes registered yet: run `nodereg profile NODE`")
 
 

@@ -27,12 +27,15 @@ JOIN ub_configs c      ON c.config_id = r.config_id
 JOIN microbenchmarks u ON u.ub_id = c.ub_id
 WHERE p.profile_id = (SELECT max(p2.profile_id) FROM profiles p2 WHERE p2.node_id = p.node_id);
 ;
--- One row per node: inventory headline and the best figures of its latest profile.
+-- One row per node: inventory headline and the headline figures of its latest profile
+-- (STREAM triad at its largest working set, i.e. from memory; best FP64 FMA peak).
 CREATE VIEW v_nodes AS
 SELECT n.name, n.cpu_model, n.n_cpus, n.cores, n.sockets, n.memory_bytes, n.cpu_list, n.host, n.source,
        (SELECT count(*) FROM profiles p WHERE p.node_id = n.node_id)                     AS profiles,
        (SELECT max(p.started_at) FROM profiles p WHERE p.node_id = n.node_id)            AS last_profiled,
-       (SELECT max(v.bandwidth_gbs) FROM v_profile v WHERE v.node = n.name AND v.ub = 'triad') AS best_triad_gbs,
+       (SELECT max(v.bandwidth_gbs) FROM v_profile v WHERE v.node = n.name AND v.ub = 'triad'
+          AND v.ws_bytes = (SELECT max(w.ws_bytes) FROM v_profile w WHERE w.node = n.name AND w.ub = 'triad'))
+                                                                                         AS memory_triad_gbs,
        (SELECT max(v.gflops) FROM v_profile v WHERE v.node = n.name AND v.ub = 'peak_fma')   AS best_fp64_gflops,
        (SELECT count(*) FROM runs r WHERE r.node_id = n.node_id)                         AS measured_runs
 FROM nodes n;
