@@ -83,6 +83,20 @@ def cli(capsys, monkeypatch, db_url):
     return run
 
 
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    """The microbenchmark driver, built once per test session into a temporary cache (NODEREG_BUILD_CACHE)."""
+    from registry.microbench.driver import driver_binary
+
+    old = os.environ.get("NODEREG_BUILD_CACHE")
+    os.environ["NODEREG_BUILD_CACHE"] = str(tmp_path_factory.getbasetemp() / "nodereg-build")
+    yield driver_binary()
+    if old is None:
+        del os.environ["NODEREG_BUILD_CACHE"]
+    else:
+        os.environ["NODEREG_BUILD_CACHE"] = old
+
+
 def assert_one_line_error(result: Result, *fragments: str) -> None:
     """The error contract: non-zero exit, one line on stderr starting with 'error:', no traceback."""
     assert result.code != 0, result

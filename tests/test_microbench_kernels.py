@@ -8,22 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from registry.microbench.driver import Driver, DriverError, driver_binary
+from registry.microbench.driver import Driver, DriverError
 
 MASK = 2**64 - 1
 CPUS = sorted(os.sched_getaffinity(0))
 
-
-@pytest.fixture(scope="module")
-def binary(tmp_path_factory):
-    """The driver, built once per test session into a temporary cache (NODEREG_BUILD_CACHE)."""
-    old = os.environ.get("NODEREG_BUILD_CACHE")
-    os.environ["NODEREG_BUILD_CACHE"] = str(tmp_path_factory.getbasetemp() / "nodereg-build")
-    yield driver_binary()
-    if old is None:
-        del os.environ["NODEREG_BUILD_CACHE"]
-    else:
-        os.environ["NODEREG_BUILD_CACHE"] = old
 
 
 @pytest.fixture

@@ -13,23 +13,11 @@ import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
-from registry.microbench.driver import driver_binary
 from registry.profile import catalog, profiler
 
 CPUS = sorted(os.sched_getaffinity(0))
 FAST = ("--quick", "--reps", "2")
 
-
-@pytest.fixture(scope="module")
-def binary(tmp_path_factory):
-    """The driver, built once per test session into a temporary cache (NODEREG_BUILD_CACHE)."""
-    old = os.environ.get("NODEREG_BUILD_CACHE")
-    os.environ["NODEREG_BUILD_CACHE"] = str(tmp_path_factory.getbasetemp() / "nodereg-build")
-    yield driver_binary()
-    if old is None:
-        del os.environ["NODEREG_BUILD_CACHE"]
-    else:
-        os.environ["NODEREG_BUILD_CACHE"] = old
 
 
 def rows(db_url: str, sql: str) -> list[tuple]:
