@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from registry.db import utcnow
 from registry.apps import ensure_app
+from registry.db import utcnow
 from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.match import references as refs_mod
