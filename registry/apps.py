@@ -3,12 +3,13 @@
 import sqlalchemy as sa
 
 from registry.db import utcnow
+from registry.db.names import find_id, require_id
 from registry.db.write import get_or_create
 from registry.errors import UserError
 
 
 def find_app_id(conn: sa.Connection, name: str) -> int | None:
-    return conn.execute(sa.text("SELECT app_id FROM apps WHERE name = :n"), {"n": name}).scalar_one_or_none()
+    return find_id(conn, "apps", "app_id", name)
 
 
 def ensure_app(conn: sa.Connection, name: str, description: str | None = None) -> int:
@@ -20,9 +21,4 @@ def ensure_app(conn: sa.Connection, name: str, description: str | None = None) -
 
 
 def require_app_id(conn: sa.Connection, name: str) -> int:
-    app_id = find_app_id(conn, name)
-    if app_id is None:
-        known = [r[0] for r in conn.execute(sa.text("SELECT name FROM apps ORDER BY name LIMIT 8"))]
-        hint = f" (known: {', '.join(known)})" if known else " (the registry has no apps yet)"
-        raise UserError(f"unknown app {name!r}{hint}")
-    return app_id
+    return require_id(conn, "apps", "app_id", name, "app")

@@ -10,6 +10,7 @@ import json
 import sqlalchemy as sa
 
 from registry.db import utcnow
+from registry.db.names import find_id, require_id
 from registry.db.write import get_or_create, insert_rows
 from registry.errors import UserError
 from registry.inventory import Inventory
@@ -30,16 +31,11 @@ def inventory_row(name: str, inv: Inventory, source: str) -> dict:
 
 
 def find_node_id(conn: sa.Connection, name: str) -> int | None:
-    return conn.execute(sa.text("SELECT node_id FROM nodes WHERE name = :n"), {"n": name}).scalar_one_or_none()
+    return find_id(conn, "nodes", "node_id", name)
 
 
 def require_node_id(conn: sa.Connection, name: str) -> int:
-    node_id = find_node_id(conn, name)
-    if node_id is None:
-        known = [r[0] for r in conn.execute(sa.text("SELECT name FROM nodes ORDER BY name LIMIT 8"))]
-        hint = f" (known: {', '.join(known)})" if known else " (the registry has no nodes yet)"
-        raise UserError(f"unknown node {name!r}{hint}")
-    return node_id
+    return require_id(conn, "nodes", "node_id", name, "node")
 
 
 def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, source: str = "profile") -> int:
