@@ -11,7 +11,7 @@ from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.output import console, err_console, print_json, print_table
 from registry.errors import UserError
-from registry.profile import catalog, profiler, signatures
+from registry.profile import cachegrind_pass, catalog, profiler, signatures
 from registry.profile.runner import estimate_s
 from registry.profile.summary import summarize
 
@@ -56,6 +56,9 @@ def profile(
                                                   "(default: until the median is stable)."),
     kernels: str = typer.Option(None, "--kernels", help="Microbenchmarks or families, comma-separated "
                                                         "(e.g. triad,peak_fma or thesis,latency)."),
+    cachegrind: bool = typer.Option(False, "--cachegrind", help="Also measure the representative configs' "
+                                    "cachegrind signatures (valgrind; 1-2 minutes more), to match phases "
+                                    "traced with --cachegrind."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Measure this node's microbenchmark profile and store it with the node's inventory."""
@@ -64,7 +67,7 @@ def profile(
     opts = profiler.ProfileOptions(
         node=node, mode="quick" if quick else "full" if full else "default",
         cpus=cpulist.parse(cpus) if cpus is not None else None, threads=_threads(threads), reps=reps,
-        kernels=catalog.select(kernels))
+        kernels=catalog.select(kernels), cachegrind=cachegrind)
     prep = profiler.prepare(opts)
     reg = state(ctx).registry()   # a bad registry fails now, not after the measurements
     reg.close()                   # ... and holds no lock while measuring
@@ -74,11 +77,13 @@ def profile(
     configs = prep.plan.configs
     signed = signatures.representatives(configs)
     total = sum(estimate_s(c, prep.policy) for c in configs) + len(signed) * (signatures.WINDOW_S + 0.1)
+    if cachegrind:
+        total += sum(cachegrind_pass.estimate_s(c) for c in signed)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                TextColumn("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn())
     with Progress(*columns, console=err_console, transient=True) as progress:
-        task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs) + len(signed))
+        task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs) + len(signed) * (2 if cachegrind else 1))
         done = 0
 
         def advance(config, weight):

@@ -47,6 +47,12 @@ def native_flags(cc: str) -> tuple[str, ...]:
     return ("-march=native",) if _supports(cc, "-march=native") else ()
 
 
+def valgrind_flags(cc: str) -> tuple[str, ...]:
+    """Flags for a build that valgrind can run: valgrind (3.19) does not decode AVX-512, which
+    -march=native enables on many x86 nodes, so those builds keep AVX2 at most."""
+    return ("-mno-avx512f",) if _supports(cc, "-mno-avx512f") else ()
+
+
 def source(name: str) -> Path:
     """A file shipped under microbench/."""
     path = data_dir("microbench") / name

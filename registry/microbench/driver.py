@@ -15,16 +15,32 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from registry.errors import UserError
-from registry.microbench.build import compile_c, source
+from registry.microbench.build import compile_c, compiler, source, valgrind_flags
 
 SOURCES = ("ub_driver.c", "ub_stream.c", "ub_bandwidth.c", "ub_latency.c", "ub_compute.c", "ub_memory.c")
 HEADERS = ("ub.h", "ub_stream_loop.h")
 BINARY = "nodereg-ub"
 
 
-def driver_binary() -> Path:
-    """The driver built for this node (cached; rebuilt when a source, the compiler or flags change)."""
-    return compile_c([source(s) for s in SOURCES], BINARY, openmp=True, depends=[source(h) for h in HEADERS])
+def driver_binary(for_valgrind: bool = False) -> Path:
+    """The driver built for this node (cached; rebuilt when a source, the compiler or flags change).
+    `for_valgrind`: a build valgrind can run (see `valgrind_flags`), for cachegrind signatures."""
+    extra = valgrind_flags(compiler()) if for_valgrind else ()
+    return compile_c([source(s) for s in SOURCES], BINARY + ("-vg" if for_valgrind else ""), openmp=True,
+                     extra_flags=extra, depends=[source(h) for h in HEADERS])
+
+
+def run_line(args: Mapping[str, object]) -> str:
+    """The protocol's `run` line for the key=value pairs `args` (lists as comma-separated values)."""
+    parts = []
+    for key, value in args.items():
+        if isinstance(value, (list, tuple)):
+            value = ",".join(map(str, value))
+        text = str(value)
+        if not text or any(ch.isspace() for ch in text):
+            raise ValueError(f"driver argument {key}={text!r} must be non-empty without spaces")
+        parts.append(f"{key}={text}")
+    return "run " + " ".join(parts)
 
 
 class DriverError(UserError):
@@ -82,15 +98,7 @@ class Driver:
 
     def run(self, args: Mapping[str, object]) -> dict:
         """Run one configuration; `args` are the protocol's key=value pairs."""
-        parts = []
-        for key, value in args.items():
-            if isinstance(value, (list, tuple)):
-                value = ",".join(map(str, value))
-            text = str(value)
-            if not text or any(ch.isspace() for ch in text):
-                raise ValueError(f"driver argument {key}={text!r} must be non-empty without spaces")
-            parts.append(f"{key}={text}")
-        return self._request("run " + " ".join(parts))
+        return self._request(run_line(args))
 
     def more(self, reps: int) -> list[float]:
         """`reps` more timed repetitions of the last configuration."""

@@ -15,11 +15,12 @@ from registry.errors import UserError
 from registry.inventory import Inventory, collect, compiler_version
 from registry.microbench.build import build_flags_description
 from registry.microbench.driver import Driver, driver_binary
-from registry.profile import runner, signatures, sweep
+from registry.profile import cachegrind_pass, runner, signatures, sweep
 from registry.profile.catalog import Microbenchmark
 from registry.profile.placement import Cpu, read_topology
 from registry.profile.stats import RepPolicy
 from registry.profile.store import ProfileRecord, store_profile
+from registry.trace import cachegrind
 
 
 @dataclass
@@ -30,6 +31,7 @@ class ProfileOptions:
     threads: list[int] | None = None
     reps: int | None = None                     # fixed repetitions
     kernels: list[Microbenchmark] | None = None
+    cachegrind: bool = False                    # add cachegrind signatures (registry.profile.cachegrind_pass)
 
     @property
     def stored_mode(self) -> str:
@@ -51,6 +53,8 @@ def prepare(opts: ProfileOptions) -> Prepared:
         raise UserError("a node name must not be empty")
     if opts.reps is not None and opts.reps < 1:
         raise UserError("--reps must be at least 1")
+    if opts.cachegrind and not cachegrind.available():
+        raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
     inv = collect(opts.cpus)
     topology = read_topology(inv.cpus)
     plan = sweep.plan(inv, topology, opts.mode, opts.kernels, opts.threads)
@@ -62,13 +66,17 @@ def prepare(opts: ProfileOptions) -> Prepared:
 def measure(opts: ProfileOptions, prep: Prepared,
             advance: Callable[[sweep.Config, float], None] = lambda c, w: None) -> ProfileRecord:
     """Build the driver, measure every planned configuration (then the signatures of its
-    representatives, see registry.profile.signatures), and return the unstored profile."""
+    representatives, see registry.profile.signatures, and with `opts.cachegrind` their cachegrind
+    pass), and return the unstored profile."""
     started, t0 = utcnow(), time.monotonic()
     binary = driver_binary()
     llc = prep.inventory.last_level_cache()
     with Driver(binary) as driver:
         measurements = runner.measure(runner.execution_order(prep.plan.configs), driver, prep.policy, advance)
         sigs = signatures.measure_all(driver, prep.plan.configs, llc.size_bytes if llc else None, advance)
+    if opts.cachegrind:
+        for key, metrics in cachegrind_pass.measure_all(prep.plan.configs, prep.inventory, advance).items():
+            sigs.setdefault(key, {})["cachegrind"] = metrics
     return ProfileRecord(node=opts.node, inventory=prep.inventory, mode=opts.stored_mode, measurements=measurements,
                          started_at=started, finished_at=utcnow(), duration_s=time.monotonic() - t0,
                          tool_version=__version__, compiler=compiler_version(), cflags=build_flags_description(),

@@ -1,9 +1,11 @@
 """Signatures of microbenchmark configs, measured the way `nodereg trace` measures phases.
 
 `nodereg match` places a phase among the configs by comparing signatures taken on the same node
-with the same instrument: the /proc sampler of registry.trace (CPU use, active threads, working set
-over the last-level cache, faults, ...). So while the driver runs a config for a short window, the
-same TreeSampler watches the driver process, and the same `proc_signature` reduces the samples.
+with the same instruments: the /proc sampler of registry.trace (CPU use, active threads, working set
+over the last-level cache, faults, ...) and, where the node has a PMU, perf's counters. So while the
+driver runs a config for a short window, the same TreeSampler (and `perf stat`, attached to the
+driver) watches the driver process, and the same `proc_signature` / `counter_signature` reduce the
+samples. The third source, cachegrind, is measured by registry.profile.cachegrind_pass on request.
 
 Only a representative subset is measured, since a window costs ~0.4 s: one config per kernel,
 cache level and thread count (placement does not change what /proc sees), for kernels that
@@ -12,6 +14,7 @@ differ in kind: triad and load for bandwidth (copy, scale, add and store look li
 configs are not references for `nodereg match` (they stay in the profile for everything else).
 """
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +22,8 @@ from collections.abc import Callable, Sequence
 from registry.microbench.driver import Driver
 from registry.profile.sweep import Config
 from registry.trace.sampler import TreeSampler
-from registry.trace.signature import proc_signature, rows_in, wss_reads
+from registry.trace import counters as perf
+from registry.trace.signature import counter_signature, proc_signature, rows_in, wss_reads
 
 WINDOW_S = 0.3          # several samples at the trace interval, and a working-set reading
 INTERVAL_S = 0.1        # the default interval of `nodereg trace`
@@ -41,7 +45,8 @@ def representatives(configs: Sequence[Config]) -> list[Config]:
 
 
 def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, dict[str, float]]:
-    """Run `config` for about WINDOW_S under the trace sampler; its {source: {metric: value}}."""
+    """Run `config` for about WINDOW_S under the trace sampler (and perf, where the node counts);
+    its {source: {metric: value}}."""
     sampler = TreeSampler(driver.proc.pid, wss_budget=WSS_BUDGET)
     t0 = time.monotonic()
     sampler.prime(0.0)
@@ -53,16 +58,19 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, 
 
     thread = threading.Thread(target=sample_until_stopped, daemon=True)
     thread.start()
+    counting = perf.watching(driver.proc.pid, INTERVAL_S) if perf.available() else contextlib.nullcontext([])
     try:
-        driver.run({**config.driver_args(), "reps": 3, "target": WINDOW_S / 3})
+        with counting as counter_rows:
+            driver.run({**config.driver_args(), "reps": 3, "target": WINDOW_S / 3})
     finally:
         stop.set()
         thread.join()
     end = time.monotonic() - t0
     sampler.sample(end, final=True)
     whole = [[0.0, end]]
-    proc = proc_signature(rows_in(sampler.rows, whole), llc_bytes, wss_reads(sampler.rows, whole, INTERVAL_S))
-    return {"proc": proc} if proc else {}
+    sig = {"proc": proc_signature(rows_in(sampler.rows, whole), llc_bytes, wss_reads(sampler.rows, whole, INTERVAL_S)),
+           "counters": counter_signature(counter_rows)}
+    return {source: metrics for source, metrics in sig.items() if metrics}
 
 
 def measure_all(driver: Driver, configs: Sequence[Config], llc_bytes: int | None,

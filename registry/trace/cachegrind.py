@@ -22,7 +22,8 @@ from registry.errors import UserError
 from registry.inventory import Cache, Inventory
 
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
-METRICS = ("instructions", "data_reads", "data_writes", "d1_miss_rate", "ll_miss_rate", "ll_mpki")
+METRICS = ("instructions", "data_reads", "data_writes", "accesses_per_inst", "d1_miss_rate", "ll_miss_rate",
+           "ll_mpki")
 PREFERRED_WAYS = {1: 8, 2: 8, 3: 16}
 
 
@@ -79,8 +80,9 @@ def cache_options(inv: Inventory) -> list[str]:
 
 
 def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: dict | None = None,
-        timeout_s: float | None = None) -> CachegrindStats:
-    """Run `argv` under cachegrind (children followed) and return the summed per-function counts."""
+        timeout_s: float | None = None, stdin_text: str | None = None) -> CachegrindStats:
+    """Run `argv` under cachegrind (children followed) and return the summed per-function counts.
+    `stdin_text`, when given, is the command's standard input (else it inherits ours)."""
     if not available():
         raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
     opts = cache_options(inv)
@@ -91,7 +93,8 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
         preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         try:
             res = subprocess.run(cmd, env=env, preexec_fn=preexec, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, timeout=timeout_s)
+                                 stderr=subprocess.DEVNULL, timeout=timeout_s, text=True,
+                                 input=stdin_text)
         except subprocess.TimeoutExpired:
             raise UserError(f"the cachegrind pass ran past {timeout_s:g} s") from None
         outputs = sorted(Path(tmp).glob("cachegrind.out.*"))
@@ -138,7 +141,9 @@ def parse(text: str) -> dict[str, dict[str, float]]:
 
 
 def metrics(counts: dict[str, float]) -> dict[str, float]:
-    """Signature metrics from one function's (or the program's) counts."""
+    """Signature metrics from one function's (or the program's) counts. The counts themselves
+    grow with the run's length; the rates (accesses per instruction, miss rates, LL misses per
+    thousand instructions) describe the kind of work, and are what compares across runs."""
     ir, dr, dw = counts.get("Ir", 0.0), counts.get("Dr", 0.0), counts.get("Dw", 0.0)
     d1 = counts.get("D1mr", 0.0) + counts.get("D1mw", 0.0)
     ll = counts.get("DLmr", 0.0) + counts.get("DLmw", 0.0)
@@ -147,6 +152,7 @@ def metrics(counts: dict[str, float]) -> dict[str, float]:
         out["d1_miss_rate"] = d1 / (dr + dw)
         out["ll_miss_rate"] = ll / (dr + dw)
     if ir > 0:
+        out["accesses_per_inst"] = (dr + dw) / ir
         out["ll_mpki"] = 1000.0 * ll / ir
     return out
 

@@ -6,11 +6,15 @@ the whole tree it starts). Many VMs and containers have no PMU: perf then prints
 (`perf stat -e instructions true`), once per process, and the source is skipped where it fails.
 """
 
+import contextlib
 import functools
 import math
 import shutil
+import signal
 import subprocess
+import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 EVENTS = ("cycles", "instructions", "cache-references", "cache-misses")
@@ -36,6 +40,30 @@ def wrap(argv: list[str], out: Path, interval_s: float) -> list[str]:
     """`argv` run under perf stat, interval counts written to `out`."""
     ms = max(10, int(round(interval_s * 1000)))
     return ["perf", "stat", "-I", str(ms), "-x", ",", "-o", str(out), "-e", ",".join(EVENTS), "--", *argv]
+
+
+@contextlib.contextmanager
+def watching(pid: int, interval_s: float) -> Iterator[list[dict]]:
+    """Count EVENTS of the running process `pid` while the block runs (`perf stat -p`, for a
+    process started before, such as the microbenchmark driver); the yielded list receives the
+    interval rows when the block ends."""
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="nodereg-perf-") as tmp:
+        out = Path(tmp) / "perf.csv"
+        ms = max(10, int(round(interval_s * 1000)))
+        proc = subprocess.Popen(["perf", "stat", "-I", str(ms), "-x", ",", "-o", str(out), "-e", ",".join(EVENTS),
+                                 "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            yield rows
+        finally:
+            proc.send_signal(signal.SIGINT)   # perf prints its last interval and exits
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if out.exists():
+                rows.extend(parse(out.read_text(errors="replace")))
 
 
 def parse(text: str) -> list[dict]:
