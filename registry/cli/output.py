@@ -5,16 +5,17 @@ Messages for people go to stderr so that stdout stays parseable.
 """
 
 import csv
-import json
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 
+import orjson
 from rich.console import Console
 from rich.table import Table
 
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -31,16 +32,19 @@ def _plain(value):
     return value
 
 
-def to_jsonable(obj):
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    return _plain(obj)
+def _unknown(value):
+    """orjson's fallback for types it does not know (Decimal, numpy and pandas scalars)."""
+    plain = _plain(value)
+    if plain is value:
+        raise TypeError(f"cannot write {type(value).__name__} as JSON")
+    return plain
 
 
 def print_json(obj) -> None:
-    print(json.dumps(to_jsonable(obj), indent=2, allow_nan=False))
+    """Indented JSON; NaN and infinities become null. orjson, since `nodereg match` prints 10,000
+    predictions and the standard library's indenting encoder is pure Python (0.7 s for those)."""
+    sys.stdout.write(orjson.dumps(obj, default=_unknown, option=_JSON_OPTIONS).decode())
+    sys.stdout.write("\n")
 
 
 def fmt_value(value) -> str:

@@ -10,11 +10,11 @@ A phase that hardly uses the CPU (sleeping, waiting for I/O) keeps its time on e
 time is not set by the processor.
 """
 
-import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import orjson
 import pandas as pd
 import sqlalchemy as sa
 
@@ -119,11 +119,18 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
-def _references(profiles, mode: str, k: int, weights: dict, cache: dict):
-    """Thread counts and reference set for a thread mode (phases of one trace share them via `cache`)."""
+def _fitted(profiles, model_name: str, mode: str, k: int, weights: dict, cache: dict):
+    """Thread counts, reference set and the model fitted on it, for a thread mode: the phases of one
+    trace that share a mode share all three (through `cache`), since fitting depends on nothing else."""
     if (mode, k) not in cache:
         threads = refs_mod.threads_on(profiles, mode, k)
-        cache[(mode, k)] = (threads, *refs_mod.reference_set(profiles, threads, weights))
+        by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
+        refset, info = refs_mod.reference_set(profiles, threads, weights)
+        model = create(model_name, kind="projection")
+        if NEEDS_SIGNATURES not in model.needs:
+            raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
+                            "does (e.g. similarity, gbt)")
+        cache[(mode, k)] = (by_name, info, model.fit(refset))
     return cache[(mode, k)]
 
 
@@ -134,12 +141,7 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
     mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
-    threads, refset, info = _references(profiles, mode, k, weights, cache)
-    model = create(model_name, kind="projection")
-    if NEEDS_SIGNATURES not in model.needs:
-        raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
-                        "does (e.g. similarity, gbt)")
-    model.fit(refset)
+    threads, info, model = _fitted(profiles, model_name, mode, k, weights, cache)
     query = Query(phase.name, pd.Series(_features(phase.signature), dtype=float), time_s)
     preds = {p.node: p for p in model.predict(query, nodes)}
     matches = []
@@ -173,26 +175,40 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     cache: dict = {}
     results = [_project_phase(p, p.weight * wall, trace, profiles, model, targets, weights, cache) for p in phases]
     covered = sum(r.time_s for r in results)
-    rest = max(0.0, wall - covered)
-    warnings = []
-    out = []
-    for node in targets:
-        parts = [r.predictions[node] for r in results]
-        if any(not math.isfinite(p.predicted_s) for p in parts):
+    nodes_out, warnings = _add_up(results, targets, wall, max(0.0, wall - covered))
+    return MatchResult(trace.name, base, model, wall, covered / wall if wall else 1.0, nodes_out, results, warnings)
+
+
+def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: float):
+    """Per node: the phases' predictions summed, the uncovered `rest` projected with the phases'
+    time-weighted geometric mean ratio (bounded by their extreme ratios); ranked. Arrays of
+    phases x nodes, since a site registry has thousands of nodes."""
+    def per_node(attr: str) -> np.ndarray:
+        return np.array([[getattr(r.predictions[n], attr) for n in targets] for r in results], dtype=float)
+
+    pred, low, high = per_node("predicted_s"), per_node("low_s"), per_node("high_s")
+    times = np.array([r.time_s for r in results])
+    timed = times > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log(pred[timed] / times[timed, None])
+        rest_ratio = np.exp((times[timed, None] * log_ratio).sum(axis=0) / times[timed].sum()) if timed.any() \
+            else np.ones(len(targets))
+        ratios = np.exp(log_ratio) if timed.any() else np.ones((1, len(targets)))
+    predicted = pred.sum(axis=0) + rest * rest_ratio
+    lows = low.sum(axis=0) + rest * ratios.min(axis=0)
+    highs = high.sum(axis=0) + rest * ratios.max(axis=0)
+    threads = np.array([[r.threads.get(n, 0) for n in targets] for r in results]).max(axis=0)
+    out, warnings = [], []
+    for i, node in enumerate(targets):
+        if not np.isfinite(pred[:, i]).all():
             warnings.append(f"{node}: some phases could not be projected (no comparable configs measured there)")
             continue
-        ratios = np.array([p.predicted_s / r.time_s for p, r in zip(parts, results)])
-        weights = np.array([r.time_s for r in results])
-        rest_ratio = float(np.exp(np.average(np.log(ratios), weights=weights)))
-        predicted = sum(p.predicted_s for p in parts) + rest * rest_ratio
-        low = sum(p.low_s for p in parts) + rest * float(ratios.min())
-        high = sum(p.high_s for p in parts) + rest * float(ratios.max())
-        threads = max((r.threads.get(node, 0) for r in results), default=0) or None
-        out.append(NodeResult(node, predicted, low, high, threads=threads, speedup=wall / predicted))
+        out.append(NodeResult(node, float(predicted[i]), float(lows[i]), float(highs[i]),
+                              threads=int(threads[i]) or None, speedup=wall / float(predicted[i])))
     out.sort(key=lambda n: n.predicted_s)
     for i, n in enumerate(out, 1):
         n.rank = i
-    return MatchResult(trace.name, base, model, wall, covered / wall if wall else 1.0, out, results, warnings)
+    return out, warnings
 
 
 def store_predictions(conn: sa.Connection, found: FoundTrace, result: MatchResult) -> int:
@@ -200,13 +216,14 @@ def store_predictions(conn: sa.Connection, found: FoundTrace, result: MatchResul
     app_id = ensure_app(conn, result.app)
     node_ids = dict(conn.execute(sa.text("SELECT name, node_id FROM nodes")).fetchall())
     now = utcnow()
-    phases = result.to_dict(explain=True)["phases"]
+
+    def explanation(node: str) -> str:
+        return orjson.dumps({"base": result.base, "phases": [
+            {"name": p.name, "mode": p.mode, "matches": p.matches, "predicted_s": p.predictions[node].predicted_s}
+            for p in result.phases]}).decode()
+
     rows = [{"uid": new_uid(), "trace_id": found.trace_id, "app_id": app_id, "node_id": node_ids[n.node],
              "model_name": result.model, "model_version": None, "threads": n.threads, "predicted_s": n.predicted_s,
              "low_s": n.low_s, "high_s": n.high_s, "node_rank": n.rank, "coverage": result.coverage,
-             "explanation_json": json.dumps({"base": result.base, "phases": [
-                 {"name": p["name"], "mode": p["mode"], "matches": p["matches"],
-                  "predicted_s": p["per_node"].get(n.node, {}).get("predicted_s")} for p in phases]}),
-             "created_at": now} for n in result.nodes]
+             "explanation_json": explanation(n.node), "created_at": now} for n in result.nodes]
     return insert_rows(conn, "predictions", rows)
-

@@ -11,6 +11,7 @@ time of a fixed amount of work scales with 1 / throughput, so moving from 2 core
 both the per-core speed and the parallelism at once.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -22,55 +23,60 @@ from registry.db.read import read_frame
 from registry.errors import UserError
 from registry.models.base import ReferenceSet
 
-_LATEST = "p.profile_id = (SELECT max(p2.profile_id) FROM profiles p2 WHERE p2.node_id = p.node_id)"
-# numbers only, per run: strings (names, keys) are joined in from the small tables below
-_RUNS = f"""
-SELECT p.node_id, r.config_id, r.run_id, c.threads, r.median_s, r.bytes_per_rep, r.flops_per_rep,
-       r.iterations, r.latency_ns
+# numbers only, one row per run of every node's latest profile: strings (names, keys) are mapped
+# on from the small tables below; the throughput (work per second of the whole node: bytes, else
+# flops, else chains, else iterations x threads) is computed by the database
+_RUNS = """
+SELECT p.node_id, r.config_id, c.threads, lv.value AS ws_level,
+       CASE WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
+            WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
+            WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
+            ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END AS throughput
 FROM profile_runs r
-JOIN profiles p   ON p.profile_id = r.profile_id
+JOIN (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id) p
+     ON p.profile_id = r.profile_id
 JOIN ub_configs c ON c.config_id = r.config_id
-WHERE {_LATEST}"""
+LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND lv.owner_id = r.run_id
+     AND lv.source = 'streams' AND lv.metric = 'ws_level'"""
 _CONFIGS = """
 SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json
 FROM ub_configs c JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
 _NODES = "SELECT node_id, name AS node, n_cpus FROM nodes"
-_LEVELS = f"""
-SELECT s.owner_id AS run_id, s.value AS ws_level FROM signatures s
-JOIN profile_runs r    ON s.owner_kind = 'profile_run' AND s.owner_id = r.run_id
-JOIN profiles p        ON p.profile_id = r.profile_id
-JOIN ub_configs c      ON c.config_id = r.config_id
-JOIN microbenchmarks u ON u.ub_id = c.ub_id
-WHERE s.source = 'streams' AND s.metric = 'ws_level' AND u.family IN ('bandwidth', 'latency') AND {_LATEST}"""
-_FEATURES = f"""
-SELECT s.owner_id AS run_id, s.source, s.metric, s.value FROM signatures s
+_FEATURES = """
+SELECT r.config_id, s.source, s.metric, s.value FROM signatures s
 JOIN profile_runs r ON s.owner_kind = 'profile_run' AND s.owner_id = r.run_id
-JOIN profiles p ON p.profile_id = r.profile_id
-WHERE p.node_id = :node AND {_LATEST} AND s.source <> 'streams'"""
+WHERE r.profile_id = (SELECT max(profile_id) FROM profiles WHERE node_id = :node) AND s.source <> 'streams'"""
 
 
 @dataclass
 class Profiles:
-    """Every node's latest profile, reduced to what projection needs."""
+    """Every node's latest profile, reduced to what projection needs: one entry per run, as arrays
+    of integer codes (a 10,000-node registry has millions of runs; strings would dominate)."""
 
     base: str
-    runs: pd.DataFrame          # one row per node x config run: node, key, threads, placement, throughput
-    features: pd.DataFrame      # base node's runs: index run_id; columns 'source.metric'
+    node_names: np.ndarray      # node code -> name
+    key_names: np.ndarray       # key code -> what the config is (see `_family_key`)
+    node: np.ndarray            # per run: node code
+    key: np.ndarray             # per run: key code
+    threads: np.ndarray         # per run
+    placement: np.ndarray       # per run: placement name
+    config_id: np.ndarray       # per run
+    throughput: np.ndarray      # per run: work per second of the whole node
+    features: pd.DataFrame      # the base node's runs: index config_id; columns 'source.metric'
     n_cpus: dict[str, int]
 
+    @property
+    def base_code(self) -> int:
+        return int(np.flatnonzero(self.node_names == self.base)[0])
+
+    @functools.cached_property
+    def thread_counts(self) -> pd.DataFrame:
+        """The distinct (node code, thread count) pairs measured."""
+        code = pd.unique(self.node * (1 << 20) + self.threads)
+        return pd.DataFrame({"node": code >> 20, "threads": code & ((1 << 20) - 1)})
+
     def nodes(self) -> list[str]:
-        return sorted(self.runs["node"].unique())
-
-
-def _throughput(runs: pd.DataFrame) -> pd.Series:
-    """Work per second of the whole node: bytes, else flops, else chains, else iterations x threads."""
-    t = runs["median_s"].astype(float)
-    by_bytes = runs["bytes_per_rep"].astype(float) / t
-    by_flops = runs["flops_per_rep"].astype(float) / t
-    by_chase = runs["threads"] / runs["latency_ns"].astype(float)
-    by_iters = runs["iterations"].astype(float) * runs["threads"] / t
-    out = by_bytes.where(by_bytes > 0, by_flops.where(by_flops > 0, by_chase.where(by_chase > 0, by_iters)))
-    return out.where(np.isfinite(out) & (out > 0))
+        return sorted(self.node_names[np.bincount(self.node, minlength=len(self.node_names)) > 0].tolist())
 
 
 def _family_key(combos: pd.DataFrame) -> pd.Series:
@@ -87,68 +93,87 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         raise UserError(f"the base node {base!r} is not registered: profile it first (`nodereg profile {base}`)")
     if nodes:
         node_table = node_table[node_table["node"].isin(set(nodes) | {base})]
+    node_table = node_table.reset_index(drop=True)
     runs = read_frame(conn, _RUNS)
-    runs = runs[runs["node_id"].isin(node_table["node_id"])]
-    base_id = int(node_table.loc[node_table["node"] == base, "node_id"].iloc[0])
-    if not (runs["node_id"] == base_id).any():
+    node = pd.Index(node_table["node_id"]).get_indexer(runs["node_id"])
+    throughput = runs["throughput"].to_numpy(dtype=float)
+    keep = (node >= 0) & np.isfinite(throughput) & (throughput > 0)
+    runs, node = runs[keep], node[keep]
+    base_code = int(np.flatnonzero(node_table["node"].to_numpy() == base)[0])
+    if not (node == base_code).any():
         raise UserError(f"the base node {base!r} has no profile: run `nodereg profile {base}` on it first")
-    runs = runs.merge(read_frame(conn, _LEVELS), on="run_id", how="left")
-    # keys are computed once per distinct (config, level), then joined back by integers
-    combos = runs[["config_id", "ws_level"]].drop_duplicates().merge(read_frame(conn, _CONFIGS), on="config_id")
-    combos["key"] = _family_key(combos)
-    runs = runs.merge(combos[["config_id", "ws_level", "placement", "key"]], on=["config_id", "ws_level"],
-                      how="left").merge(node_table, on="node_id")
-    runs["throughput"] = _throughput(runs)
-    runs = runs.dropna(subset=["throughput"])
-    # node and key repeat across millions of rows: categories make the joins and pivots integer work
-    runs["node"] = runs["node"].astype("category")
-    runs["key"] = runs["key"].astype("category")
-    feats = read_frame(conn, _FEATURES, {"node": base_id})
+    # keys are computed once per distinct (config, level), then mapped back by integers
+    level = runs["ws_level"].fillna(-1).to_numpy(dtype=np.int64)
+    pair = runs["config_id"].to_numpy(dtype=np.int64) * 64 + level + 1
+    pair_code, pairs = pd.factorize(pair)
+    combos = pd.DataFrame({"config_id": pairs // 64, "ws_level": (pairs % 64 - 1).astype(float)})
+    combos["ws_level"] = combos["ws_level"].where(combos["ws_level"] >= 0)
+    combos = combos.merge(read_frame(conn, _CONFIGS), on="config_id", how="left")
+    key_names, key_of_pair = np.unique(_family_key(combos).to_numpy(dtype=str), return_inverse=True)
+    feats = read_frame(conn, _FEATURES, {"node": int(node_table.loc[base_code, "node_id"])})
     features = pd.DataFrame()
     if not feats.empty:
         feats["feature"] = feats["source"] + "." + feats["metric"]
-        features = feats.pivot_table(index="run_id", columns="feature", values="value", aggfunc="first")
+        features = feats.pivot_table(index="config_id", columns="feature", values="value", aggfunc="first")
     n_cpus = node_table.set_index("node")["n_cpus"].fillna(1).astype(int).to_dict()
-    return Profiles(base, runs[["node", "run_id", "key", "threads", "placement", "throughput"]], features, n_cpus)
+    return Profiles(base, node_table["node"].to_numpy(dtype=object), key_names, node.astype(np.int64),
+                    key_of_pair[pair_code], runs["threads"].to_numpy(dtype=np.int64),
+                    combos["placement"].to_numpy(dtype=object)[pair_code], runs["config_id"].to_numpy(dtype=np.int64),
+                    throughput[keep], features, n_cpus)
 
 
-def threads_on(profiles: Profiles, mode: str, k: int) -> dict[str, int]:
-    """The thread count each node's configs are taken at: all its CPUs ('all') or min(k, CPUs) ('fixed'),
-    snapped to the largest count actually measured there that does not exceed it."""
-    pairs = profiles.runs[["node", "threads"]].drop_duplicates()
-    cpus = pairs["node"].map(profiles.n_cpus).astype(float).fillna(1)
-    want = cpus if mode == "all" else cpus.clip(upper=k)
-    fitting = pairs[pairs["threads"] <= want].groupby("node", observed=True)["threads"].max()
-    fallback = pairs.groupby("node", observed=True)["threads"].min()
-    return {str(n): int(t) for n, t in fitting.reindex(fallback.index).fillna(fallback).items()}
+def threads_on(profiles: Profiles, mode: str, k: int) -> np.ndarray:
+    """The thread count each node's configs are taken at (by node code): all its CPUs ('all') or
+    min(k, CPUs) ('fixed'), snapped to the largest count measured there that does not exceed it
+    (or the smallest measured, if none does)."""
+    pairs = profiles.thread_counts
+    cpus = pd.Series(profiles.n_cpus).reindex(profiles.node_names).fillna(1).to_numpy(dtype=float)
+    want = cpus[pairs["node"].to_numpy()]
+    if mode != "all":
+        want = np.minimum(want, k)
+    fitting = pairs[pairs["threads"].to_numpy() <= want].groupby("node")["threads"].max()
+    fallback = pairs.groupby("node")["threads"].min()
+    out = np.zeros(len(profiles.node_names), dtype=np.int64)
+    out[fallback.index] = fallback.to_numpy()
+    out[fitting.index] = fitting.to_numpy()
+    return out
 
 
-def reference_set(profiles: Profiles, threads: dict[str, int],
+def reference_set(profiles: Profiles, threads: np.ndarray,
                   weights: dict[str, float] | None = None) -> tuple[ReferenceSet, pd.DataFrame]:
-    """References at these thread counts: features of the base node's configs, ln(time on node / on base).
+    """References at these thread counts (by node code): features of the base node's configs,
+    ln(time on node / on base).
 
     Returns the set and a table describing each reference (for explanations).
     """
-    runs = profiles.runs
-    at = runs[runs["threads"] == runs["node"].map(threads).astype(float)]
-    # one run per node x key: prefer the base run's placement, else any
-    base = at[at["node"] == profiles.base].drop_duplicates("key")
-    base = base.assign(key=base["key"].astype(str))
-    placement = base.set_index("key")["placement"]
-    at = at.assign(pref=(at["placement"] == at["key"].astype(str).map(placement)).astype(int))
-    at = at.sort_values("pref", ascending=False).drop_duplicates(["node", "key"])
-    throughput = at.pivot_table(index="key", columns="node", values="throughput", aggfunc="first", observed=True)
-    throughput.columns = throughput.columns.astype(str)
-    log_ratio = np.log(throughput[[profiles.base]].to_numpy() / throughput.to_numpy())
-    log_ratio = pd.DataFrame(log_ratio, index=throughput.index, columns=throughput.columns).loc[base["key"]]
-    features = profiles.features.reindex(base["run_id"].to_numpy())
-    features.index = base["key"].to_numpy()
+    p = profiles
+    at = np.flatnonzero(p.threads == threads[p.node])
+    base = p.base_code
+    on_base = at[p.node[at] == base]
+    # one base run per key (the first), and its placement is the one preferred on every node
+    _, first = np.unique(p.key[on_base], return_index=True)
+    base_runs = on_base[np.sort(first)]
+    base_placement = np.full(len(p.key_names), None, dtype=object)
+    base_placement[p.key[base_runs]] = p.placement[base_runs]
+    preferred = p.placement[at] == base_placement[p.key[at]]
+    # node x key throughput, the preferred placement's run written last so that it wins
+    order = at[np.argsort(preferred, kind="stable")]
+    matrix = np.full((len(p.key_names), len(p.node_names)), np.nan)
+    matrix[p.key[order], p.node[order]] = p.throughput[order]
+    rows = p.key[base_runs]
+    used = np.unique(p.node[at])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log(matrix[rows, base][:, None] / matrix[np.ix_(rows, used)])
+    names = p.key_names[rows]
+    log_ratio = pd.DataFrame(log_ratio, index=names, columns=p.node_names[used].astype(str))
+    features = p.features.reindex(p.config_id[base_runs])
+    features.index = names
     features = features.dropna(axis=1, how="all")
     if features.empty or features.shape[1] == 0:
-        raise UserError(f"the profile of {profiles.base!r} has no signatures to compare phases with: "
+        raise UserError(f"the profile of {p.base!r} has no signatures to compare phases with: "
                         "re-profile it with this version of nodereg")
-    info = base.set_index("key")[["run_id", "threads", "placement"]]
-    refs = ReferenceSet(base_node=profiles.base, features=features, log_ratio=log_ratio,
+    info = pd.DataFrame({"threads": p.threads[base_runs], "placement": p.placement[base_runs]}, index=names)
+    refs = ReferenceSet(base_node=p.base, features=features, log_ratio=log_ratio,
                         feature_weights=dict(weights or {}))
     return refs, info
 
