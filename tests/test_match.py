@@ -3,7 +3,8 @@
 Three nodes: the base `b` (2 CPUs), `fast` (2 CPUs, compute x2 and memory x1.5 of the base) and
 `one` (1 CPU: compute at one core's speed, memory at 70% of the base's two-core bandwidth). A trace
 on `b` has a compute phase, a memory phase and an idle phase; the projection must follow each
-phase's kind and the thread count it would run at on each node.
+phase's kind and the thread count it would run at on each node. With a scaling model, a fourth
+node `quad` (4 CPUs of the base's speed) is predicted with the app's own curve.
 """
 
 import json
@@ -19,7 +20,7 @@ from registry.trace.tracefile import Phase, Trace, write_trace
 from registry_data import fake_inventory
 
 # node -> (compute GFLOP/s per core, memory GB/s at 1 thread, memory GB/s at 2 threads)
-SPEEDS = {"b": (10.0, 8.0, 12.0), "fast": (20.0, 12.0, 18.0), "one": (10.0, 8.4, None)}
+SPEEDS = {"b": (10.0, 8.0, 12.0), "fast": (20.0, 12.0, 18.0), "one": (10.0, 8.4, None), "quad": (10.0, 8.0, 12.0)}
 KERNELS = [("peak_fma", "compute", None), ("triad", "bandwidth", 0), ("load", "bandwidth", 2)]
 
 
@@ -40,7 +41,7 @@ def _profile(conn, node, cpus, base):
             if family == "compute":
                 work = {"flops_per_rep": 1e9 * threads, "median_s": 1e9 / (fma * 1e9)}
             else:
-                bw = (bw1, bw2)[threads - 1] * (3.0 if level == 2 else 1.0)
+                bw = (bw1, bw2)[min(threads, 2) - 1] * (3.0 if level == 2 else 1.0)  # saturated beyond 2
                 work = {"bytes_per_rep": 1e9, "median_s": 1.0 / bw}
             run = insert_returning(conn, "profile_runs", {"profile_id": prof, "config_id": cid, "reps": 3,
                                                           "unstable": False, **work}, "run_id")
@@ -99,7 +100,7 @@ def test_predictions_are_stored_and_file_argument_works(cli, registry):
 
 def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", "app", "--model", "nope"), "unknown model 'nope'")
-    assert_one_line_error(cli("match", "app", "--model", "downey"), "scaling model")
+    assert_one_line_error(cli("match", "app", "--model", "downey"), "no runs of 'app' on 'b'")
     assert_one_line_error(cli("match", "nothing-like-this"), "no trace")
     assert_one_line_error(cli("match", "app", "--nodes", "fast,ghost"), "ghost")
     other = _trace(node="ghost")
@@ -118,3 +119,26 @@ def test_base_without_profile(cli, db_url, tmp_path):
         store.save(conn, _trace())
     reg.close()
     assert_one_line_error(cli("match", "app"), "has no profile")
+
+
+def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registry):
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        _profile(conn, "quad", 4, base=False)
+    reg.close()
+    # the app on b: 40 s on 1 thread, 21 s on 2 (as traced): Amdahl's serial fraction 0.05
+    for threads, time_s in ((1, 40.0), (2, 21.0)):
+        assert cli("runs", "add", "app", "b", "--threads", str(threads), "--time", str(time_s)).code == 0
+    res = cli("match", "app", "--model", "amdahl", "--json")
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    pred = {p["node"]: p for p in out["predictions"]}
+    # quad at 2 threads runs as b does (21 s); at its 4 CPUs Amdahl gives 40 * (0.05 + 0.95 / 4) = 11.5 s
+    assert pred["quad"]["predicted_s"] == pytest.approx(11.5, rel=0.02) and pred["quad"]["threads"] == 4
+    assert pred["b"]["predicted_s"] == pytest.approx(21.0, rel=0.01)
+    # no more CPUs than the base: the projection alone, as without the scaling model
+    plain = {p["node"]: p for p in json.loads(cli("match", "app", "--json").out)["predictions"]}
+    assert pred["one"]["predicted_s"] == pytest.approx(plain["one"]["predicted_s"], rel=1e-6)
+    assert out["model"] == "amdahl+similarity" and [p["node"] for p in out["predictions"]][0] == "quad"
+    assert all(p["low_s"] <= p["predicted_s"] <= p["high_s"] for p in out["predictions"])
+    assert_one_line_error(cli("match", "app", "--model", "downey"), "needs runs at >= 3 thread counts")

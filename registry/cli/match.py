@@ -12,22 +12,28 @@ def match(
     trace: str = typer.Argument(..., help="Trace file (nodereg trace --out), trace id (or prefix), or app name."),
     base: str = typer.Option(None, "--base", help="Base node (default: the node the trace was recorded on)."),
     nodes: str = typer.Option(None, "--nodes", help="Comma-separated target nodes (default: every profiled node)."),
-    model: str = typer.Option("similarity", "--model", "-m", help="Projection model (see `nodereg models`)."),
+    model: str = typer.Option("similarity", "--model", "-m",
+                              help="Projection model, or a scaling model (downey, amdahl, ...) to combine the "
+                                   "projection with the app's measured runs on the base node (see `nodereg models`)."),
     top: int = typer.Option(None, "--top", min=1, help="Show only the K fastest nodes."),
     explain: bool = typer.Option(False, "--explain", help="Per phase: matched configs and per-node times."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
     from registry.match.project import project, store_predictions
+    from registry.match.scaled import project_scaled
     from registry.models.plugins import model_class
     from registry.trace.lookup import find_trace
 
-    model_class(model, kind="projection")  # an unknown model fails before any work
+    scaling = model_class(model).kind == "scaling"  # an unknown model fails before any work
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
     reg = state(ctx).registry()
     with reg.begin() as conn:
         found = find_trace(conn, trace)
-        result = project(conn, found, model=model, base=base, nodes=targets)
+        if scaling:
+            result = project_scaled(conn, found, model, base=base, nodes=targets)
+        else:
+            result = project(conn, found, model=model, base=base, nodes=targets)
         store_predictions(conn, found, result)
     if top:
         result.nodes = result.nodes[:top]

@@ -49,12 +49,19 @@ def choose_phases(phases: list) -> list:
     return by_method[method]
 
 
-def base_time(conn: sa.Connection, app: str, node: str, traced_s: float) -> float:
-    """The app's time on its base node: the median of the traced run and any measured runs there
-    (one run, traced or not, is one sample of a noisy quantity)."""
+def traced_threads(trace, base_cpus: int) -> int:
+    """The thread count the app ran with on its base node: the one it was told, else all the CPUs."""
+    return int(trace.threads or base_cpus)
+
+
+def base_time(conn: sa.Connection, app: str, node: str, traced_s: float, threads: int) -> float:
+    """The app's time on its base node: the median of the traced run and the measured runs there at
+    the traced thread count (or of unknown count): one run, traced or not, is one sample of a noisy
+    quantity; runs at other thread counts measure something else."""
     times = [r[0] for r in conn.execute(sa.text(
         "SELECT r.time_s FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id "
-        "WHERE a.name = :a AND n.name = :n"), {"a": app, "n": node})]
+        "WHERE a.name = :a AND n.name = :n AND (r.threads IS NULL OR r.threads = :t)"),
+        {"a": app, "n": node, "t": threads})]
     return float(np.median([traced_s, *times]))
 
 
@@ -135,12 +142,15 @@ def _fitted(profiles, model_name: str, mode: str, k: int, weights: dict, cache: 
 
 
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes: list[str],
-                   weights: dict, cache: dict) -> PhaseResult:
+                   weights: dict, cache: dict, fixed_threads: int | None) -> PhaseResult:
     util = _cpu_util(phase.signature)
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
-    mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
+    if fixed_threads:
+        mode, k = "fixed", fixed_threads
+    else:
+        mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
     threads, info, model = _fitted(profiles, model_name, mode, k, weights, cache)
     query = Query(phase.name, pd.Series(_features(phase.signature), dtype=float), time_s)
     preds = {p.node: p for p in model.predict(query, nodes)}
@@ -153,7 +163,10 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes
 
 
 def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity", base: str | None = None,
-            nodes: list[str] | None = None) -> MatchResult:
+            nodes: list[str] | None = None, fixed_threads: int | None = None) -> MatchResult:
+    """Predicted time of the traced app on every node (or `nodes`), ranked. `fixed_threads`: project
+    every phase at that thread count (capped by each node's CPUs) instead of the count it would use
+    there; registry.match.scaled then scales to each node's CPUs with the app's own curve."""
     trace = found.trace
     base = base or trace.node
     if base != trace.node:
@@ -169,11 +182,12 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     phases = choose_phases(trace.phases)
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
-    wall = base_time(conn, trace.name, base, float(trace.wall_s))
+    wall = base_time(conn, trace.name, base, float(trace.wall_s), traced_threads(trace, profiles.n_cpus[base]))
     weights = load_weights(conn)
     # a phase's share of the run, applied to the base time
     cache: dict = {}
-    results = [_project_phase(p, p.weight * wall, trace, profiles, model, targets, weights, cache) for p in phases]
+    results = [_project_phase(p, p.weight * wall, trace, profiles, model, targets, weights, cache, fixed_threads)
+               for p in phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, targets, wall, max(0.0, wall - covered))
     return MatchResult(trace.name, base, model, wall, covered / wall if wall else 1.0, nodes_out, results, warnings)
