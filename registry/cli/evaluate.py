@@ -1,4 +1,8 @@
-"""`nodereg import lumos DIR` and `nodereg evaluate`: external measurements in, honest accuracy out."""
+"""`nodereg import lumos DIR` and `nodereg evaluate`: external measurements in, honest accuracy out.
+
+The evaluation and import modules (pandas, scikit-learn) are imported inside the commands, so that
+every other command starts without them.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,9 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from registry import evaluate as ev
 from registry.cli.app import app, import_app, state
 from registry.cli.output import err_console, print_json, print_table
 from registry.errors import UserError
-from registry.io.lumos import import_lumos
-from registry.match.similarity import load_weights
 
 
 @contextmanager
@@ -40,6 +41,8 @@ def import_lumos_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import the Lumos dataset: each VM type a node, each workload an app with its runs and sar traces."""
+    from registry.io.lumos import import_lumos
+
     reg = state(ctx).registry()
     with _progress("reading runs") as advance:
         summary = import_lumos(reg, directory, cloud, progress=lambda done, of: advance(done, of))
@@ -52,7 +55,10 @@ def import_lumos_cmd(
     print_table(rows, ["field", "value"], title=f"lumos import: {summary.cloud}")
 
 
-def _model_list(text: str | None, data: ev.EvalData) -> tuple[list[str], list[str]]:
+def _model_list(text: str | None, data) -> tuple[list[str], list[str]]:
+    """The models to evaluate on `data` (an evaluate.EvalData), and those skipped as unable to serve."""
+    from registry import evaluate as ev
+
     servable, skipped = ev.servable_models(data)
     if not text:
         return servable, skipped
@@ -82,6 +88,9 @@ def evaluate_cmd(
                                                                   "model,app,node,predicted_s,actual_s."),
 ) -> None:
     """Leave-one-app-out accuracy of the projection models on measured runs (MAPE, top-1, regret, noise floor)."""
+    from registry import evaluate as ev
+    from registry.match.similarity import load_weights
+
     reg = state(ctx).registry(readonly=True)
     data = ev.load(reg, base, weights_loader=load_weights)
     names, skipped = _model_list(models, data)

@@ -11,9 +11,6 @@ from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.output import console, err_console, print_json, print_table
 from registry.errors import UserError
-from registry.profile import cachegrind_pass, catalog, profiler, signatures
-from registry.profile.runner import estimate_s
-from registry.profile.summary import summarize
 
 
 def _threads(text: str | None) -> list[int] | None:
@@ -62,6 +59,11 @@ def profile(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Measure this node's microbenchmark profile and store it with the node's inventory."""
+    # imported here, as the other commands' start-up does not need the profiler
+    from registry.profile import cachegrind_pass, catalog, profiler, signatures
+    from registry.profile.runner import estimate_s
+    from registry.profile.summary import summarize
+
     if quick and full:
         raise UserError("--quick and --full exclude each other")
     opts = profiler.ProfileOptions(

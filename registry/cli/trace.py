@@ -13,10 +13,6 @@ from registry.cli.app import app, state
 from registry.cli.output import err_console, print_json, print_table
 from registry.errors import UserError
 from registry.nodes import node_inventory, require_node_id
-from registry.trace import store
-from registry.trace.runner import Interrupted, check_command
-from registry.trace.tracefile import write_trace
-from registry.trace.tracer import trace_command
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
@@ -77,6 +73,12 @@ def trace(
 
     Exits with CMD's own exit status (124 when --timeout killed it).
     """
+    # imported here: phase detection (numpy, ruptures) is not needed by other commands' start-up
+    from registry.trace import store
+    from registry.trace.runner import Interrupted, check_command
+    from registry.trace.tracefile import write_trace
+    from registry.trace.tracer import trace_command
+
     argv = list(command or [])
     check_command(argv)
     probe = shlex.split(probe_cmd) if probe_cmd else None
