@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 
 import sqlalchemy as sa
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry, utcnow
+from registry.db.url import duckdb_path
 from registry.db.write import insert_returning, new_uid
+from registry.doctor import check
 from registry.inventory import collect
 from registry.nodes import ensure_node
 from registry.trace.tracefile import read_trace
@@ -160,3 +162,86 @@ def test_bad_options_fail_before_running(cli, db_url, tmp_path):
     assert_one_line_error(cli("trace", "--node", "base", "--out", tmp_path, "--", "true"), "is a directory")
     assert_one_line_error(cli("trace", "--node", "base", "--"), "no command given")
     assert _traces(db_url) == []
+
+
+def _trace_process(db_url, out: Path, *command: str) -> subprocess.Popen:
+    """`nodereg trace` in the background, its temporary files in out's directory."""
+    (out.parent / "tmp").mkdir()
+    env = {**os.environ, "NODEREG_DB": db_url, "TMPDIR": str(out.parent / "tmp")}
+    return subprocess.Popen([PY, "-m", "registry", "trace", "--node", "base", "--out", str(out), *command],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _consistent(db_url) -> list[dict]:
+    """Doctor finds nothing; returns the stored traces."""
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        assert check(conn) == []
+    reg.close()
+    return _traces(db_url)
+
+
+@both_backends
+def test_kill_9_while_the_command_runs(db_url, tmp_path):
+    """The tracer cannot catch SIGKILL: its watchdog kills the command's tree and removes its FIFO."""
+    _node(db_url)
+    pids, out = tmp_path / "pids", tmp_path / "t.json"
+    proc = _trace_process(db_url, out, "--", PY, "-c", _sleeper(pids))
+    child, grandchild = _wait_for(pids)
+    assert list((tmp_path / "tmp").glob("nodereg-trace-*/phases.fifo"))
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(child) and not _alive(grandchild), "the traced command outlived the tracer"
+    deadline = time.monotonic() + 10  # the watchdog removes the FIFO's directory after the kill
+    while list((tmp_path / "tmp").glob("nodereg-trace-*")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not list((tmp_path / "tmp").glob("nodereg-trace-*"))
+    assert _consistent(db_url) == []
+    assert not out.exists() and not list(tmp_path.glob(".t.json*"))
+
+
+def _storing(pid: int, db_url: str) -> bool:
+    """Whether process `pid` is inside its transaction storing the trace (its only write).
+
+    PostgreSQL: it holds a lock on trace_samples, so its traces row is written, uncommitted.
+    DuckDB: it has the file open (the tracer closes it while the command runs).
+    """
+    path = duckdb_path(sa.make_url(db_url))
+    if path is not None:
+        try:
+            return any(os.readlink(fd) == str(path) for fd in Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:  # a descriptor closed, or the process ended, meanwhile
+            return False
+    reg = open_registry(db_url, readonly=True)
+    try:
+        with reg.connect() as conn:
+            return bool(conn.execute(sa.text(
+                "SELECT count(*) FROM pg_locks WHERE relation = CAST('trace_samples' AS regclass) "
+                "AND pid <> pg_backend_pid()")).scalar())
+    finally:
+        reg.close()
+
+
+@both_backends
+def test_kill_9_while_the_trace_is_stored(db_url, tmp_path):
+    """Killed inside the store transaction: no trace, or (if it committed first) a complete one."""
+    _node(db_url)
+    ended, out = tmp_path / "ended", tmp_path / "t.json"
+    busy = ("import sys, time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.0:\n    sum(range(1000))\n"
+            "open(sys.argv[1], 'w').close()\n")
+    proc = _trace_process(db_url, out, "--interval", "0.002", "--", PY, "-c", busy, str(ended))  # ~500 samples
+    deadline = time.monotonic() + 60
+    while not (ended.exists() and _storing(proc.pid, db_url)):
+        assert proc.poll() is None and time.monotonic() < deadline, "the trace ended before it could be killed"
+        time.sleep(0.005)
+    time.sleep(0.02)  # DuckDB: past opening the file, into the writes
+    proc.kill()
+    proc.wait()
+    traces = _consistent(db_url)
+    assert traces == [] or (len(traces) == 1 and traces[0]["status"] == "ok" and traces[0]["phases"] > 0
+                            and traces[0]["samples"] > 0)
+    if out.exists():  # written (atomically) after the trace is stored
+        assert traces and read_trace(out).phases

@@ -5,6 +5,12 @@ every configuration has been measured: a profile is either complete in the regis
 Microbenchmarks and configs are shared between nodes (a config's key is the canonical text of
 its parameters), so the same config measured on two nodes is one ub_configs row with two
 profile_runs rows: that is what lets a phase matched on the base node be projected elsewhere.
+
+Many nodes profile into one PostgreSQL registry at once, and the first profiles all add the same
+new microbenchmark and config rows. Those are added with INSERT ... ON CONFLICT DO NOTHING, in
+one fixed order (microbenchmarks by name, then configs by key): a writer that meets another's
+uncommitted row waits for it, then uses it, instead of failing and retrying its whole transaction
+(with a dozen writers, retries alone ran out); the fixed order keeps two writers from deadlocking.
 """
 
 import json
@@ -14,7 +20,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
+from registry.db.write import allocate_ids, get_or_create, insert_returning, insert_rows, new_uid
 from registry.inventory import Inventory
 from registry.nodes import ensure_node
 from registry.profile.catalog import Microbenchmark
@@ -58,26 +64,50 @@ def _ensure_microbenchmarks(conn: sa.Connection, ubs: Iterable[Microbenchmark]) 
     ids = _lookup(conn, "SELECT name, ub_id FROM microbenchmarks WHERE name IN :keys", sorted(ubs))
     for name in sorted(set(ubs) - set(ids)):
         ub = ubs[name]
-        ids[name] = insert_returning(conn, "microbenchmarks", {
-            "name": ub.name, "family": ub.family, "n_streams": ub.n_streams, "description": ub.description},
-            "ub_id")
+        ids[name] = get_or_create(conn, "microbenchmarks", {"name": name}, {
+            "family": ub.family, "n_streams": ub.n_streams, "description": ub.description}, "ub_id")
     return ids
+
+
+_CONFIG_COLUMNS = "config_id, ub_id, config_key, threads, placement, ws_bytes, params_json"
+
+
+def _insert_new_configs(conn: sa.Connection, rows: list[dict]) -> set[int]:
+    """Insert config rows unless their key exists (or is being added by a concurrent writer, which
+    is waited for); returns the config_ids actually inserted.
+
+    Bulk, through a temporary table (a full profile has thousands of configs); the temporary table
+    goes with the transaction if it fails.
+    """
+    if not rows:
+        return set()
+    conn.execute(sa.text(f"CREATE TEMPORARY TABLE nodereg_new_configs AS "
+                         f"SELECT {_CONFIG_COLUMNS} FROM ub_configs WHERE 1 = 0"))
+    insert_rows(conn, "nodereg_new_configs", rows)
+    inserted = set(conn.execute(sa.text(
+        f"INSERT INTO ub_configs ({_CONFIG_COLUMNS}) SELECT {_CONFIG_COLUMNS} FROM nodereg_new_configs "
+        "ORDER BY config_key ON CONFLICT DO NOTHING RETURNING config_id")).scalars())
+    conn.execute(sa.text("DROP TABLE nodereg_new_configs"))
+    return inserted
 
 
 def _ensure_configs(conn: sa.Connection, configs: Sequence[Config], ub_ids: dict[str, int]) -> dict[str, int]:
     by_key = {c.key: c for c in configs}
     ids = _lookup(conn, "SELECT config_key, config_id FROM ub_configs WHERE config_key IN :keys", list(by_key))
-    new = [by_key[k] for k in by_key if k not in ids]
+    new = [by_key[k] for k in sorted(by_key) if k not in ids]
     new_ids = allocate_ids(conn, "ub_configs_id_seq", len(new))
-    insert_rows(conn, "ub_configs", [
+    inserted = _insert_new_configs(conn, [
         {"config_id": cid, "ub_id": ub_ids[c.ub.name], "config_key": c.key, "threads": c.threads,
          "placement": c.placement, "ws_bytes": c.ws_bytes, "params_json": json.dumps(c.params(), sort_keys=True)}
         for cid, c in zip(new_ids, new)])
     insert_rows(conn, "ub_streams", [
         {"config_id": cid, "stream_index": i, "size_elems": s.size_elems, "stride_bytes": s.stride_bytes,
          "dtype": s.dtype, "elem_bytes": s.elem_bytes, "access": s.access, "pattern": s.pattern}
-        for cid, c in zip(new_ids, new) for i, s in enumerate(c.descriptors())])
-    ids.update({c.key: cid for cid, c in zip(new_ids, new)})
+        for cid, c in zip(new_ids, new) if cid in inserted for i, s in enumerate(c.descriptors())])
+    ids.update({c.key: cid for cid, c in zip(new_ids, new) if cid in inserted})
+    if len(ids) < len(by_key):  # added meanwhile by a concurrent writer (committed now: we waited for it)
+        ids.update(_lookup(conn, "SELECT config_key, config_id FROM ub_configs WHERE config_key IN :keys",
+                           [k for k in by_key if k not in ids]))
     return ids
 
 

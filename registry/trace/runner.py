@@ -4,7 +4,8 @@ The child stays in the tracer's process group, so a terminal's Ctrl-C and a term
 as if run directly. The tracer is a child subreaper (prctl), so descendants whose parent died stay
 findable: a timeout or an interrupt freezes (SIGSTOP) the whole tree, then kills it. A pidfd wakes
 the loop the moment the command exits (exact wall time); the marker FIFO is read in the same
-select loop, so markers get arrival times within milliseconds even when they carry none.
+select loop, so markers get arrival times within milliseconds even when they carry none. A
+watchdog process (registry.trace.watchdog) kills the tree if the tracer itself is killed (kill -9).
 """
 
 import ctypes
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from registry.errors import UserError
 from registry.trace import procfs
 from registry.trace.markers import FIFO_ENV
 from registry.trace.sampler import TreeSampler
+from registry.trace.watchdog import Watchdog
 
 PR_SET_CHILD_SUBREAPER = 36
 TERM_GRACE_S = 2.0
@@ -100,9 +103,15 @@ def kill_tree(root: int, *, known: set[int] = frozenset(), grace_s: float = 0.0)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and _alive(root):
             time.sleep(0.02)
+    freeze_and_kill(lambda seen: set(procfs.tree(root)) | set(_adopted(known | seen)))
+
+
+def freeze_and_kill(find: Callable[[set[int]], set[int]]) -> None:
+    """SIGSTOP what `find(stopped so far)` returns until it returns no new process (a frozen
+    process cannot fork), then SIGKILL the frozen set."""
     seen: set[int] = set()
-    while True:  # freeze until no new process appears, then kill the frozen set
-        pids = set(procfs.tree(root)) | set(_adopted(known | seen))
+    while True:
+        pids = find(seen)
         if pids <= seen:
             break
         for pid in pids - seen:
@@ -188,10 +197,14 @@ def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = N
         fifo = Path(tmp) / "phases.fifo"
         os.mkfifo(fifo, 0o600)
         env[FIFO_ENV] = str(fifo)
-        return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss)
+        watchdog = Watchdog(Path(tmp))
+        try:
+            return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog)
+        finally:
+            watchdog.release()
 
 
-def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss) -> RunResult:
+def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog) -> RunResult:
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
@@ -205,6 +218,7 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss) -> RunResult:
     except OSError as exc:
         reader.close()
         raise UserError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=127) from None
+    watchdog.tell([proc.pid])
     for sig in previous:
         signal.signal(sig, interrupted)
     pidfd = os.pidfd_open(proc.pid)
@@ -212,6 +226,7 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss) -> RunResult:
     status = None
     try:
         sampler.prime(0.0)
+        watchdog.tell(sampler.pids_seen)
         next_tick = t0 + interval_s
         deadline = t0 + timeout_s if timeout_s else None
         while True:
@@ -233,6 +248,7 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss) -> RunResult:
                 break
             if now >= next_tick:
                 sampler.sample(now - t0)
+                watchdog.tell(sampler.pids_seen)
                 next_tick += interval_s * max(1, int((now - next_tick) / interval_s) + 1)
         _, wait_status, usage = os.wait4(proc.pid, 0)
         returncode = proc.returncode = os.waitstatus_to_exitcode(wait_status)
