@@ -71,8 +71,8 @@ def profile(
         cpus=cpulist.parse(cpus) if cpus is not None else None, threads=_threads(threads), reps=reps,
         kernels=catalog.select(kernels), cachegrind=cachegrind)
     prep = profiler.prepare(opts)
-    reg = state(ctx).registry()   # a bad registry fails now, not after the measurements
-    reg.close()                   # ... and holds no lock while measuring
+    state(ctx).registry()   # a bad registry fails now, not after the measurements
+    state(ctx).close()      # ... and holds no lock while measuring (reopened, with --wait, to store)
     for note in prep.plan.notes:
         err_console.print(f"note: {note}")
 
@@ -94,7 +94,7 @@ def profile(
             progress.update(task, advance=weight, done=done, description=f"{config.ub.name} x{config.threads}")
 
         record = profiler.measure(opts, prep, advance)
-    profiler.save(reg, record)
+    profiler.save(state(ctx).registry(), record)
 
     unstable = sum(m.unstable for m in record.measurements)
     summary = {"node": node, "profile_uid": record.uid, "mode": record.mode, "cpu_list": prep.inventory.cpu_list,

@@ -90,12 +90,11 @@ def trace(
         check_command(probe)
     if out:
         _check_writable(out)
-    reg = state(ctx).registry()
-    with reg.begin() as conn:
+    with state(ctx).registry().begin() as conn:
         node_row = _node_row(conn, node)
         inventory = node_inventory(conn, node_row["name"])
     cpus = _cpus(node_row)
-    reg.close()  # do not hold the registry (a DuckDB file lock) while the command runs
+    state(ctx).close()  # no DuckDB file lock while the command runs (reopened, with --wait, to store)
     err_console.print(f"tracing {shlex.join(argv)} on node {node_row['name']} (every {interval:g} s)",
                       highlight=False)
     spinner = []  # no live display while the command runs: its own output owns the terminal
@@ -118,7 +117,7 @@ def trace(
     for note in notes:
         err_console.print(f"note: {note}", highlight=False)
     try:
-        with reg.begin() as conn:  # one transaction: an interrupt here rolls it back
+        with state(ctx).registry().begin() as conn:  # one transaction: an interrupt here rolls it back
             trace_id, uid = store.save(conn, result)
     except KeyboardInterrupt:
         raise UserError("interrupted while storing the trace: nothing was stored", exit_code=130) from None
