@@ -1,4 +1,4 @@
-"""Hypothesis strategies that damage a valid bundle, shared by the fuzz test and scripts/fuzz_importers.py.
+"""Hypothesis strategies that damage a valid bundle, for tests/test_fuzz_bundles.py.
 
 Contract checked: importing any damaged bundle either raises UserError (one clear line) or imports
 correctly (the registry passes `doctor`); nothing else may escape, and a failed import writes nothing.

@@ -1,7 +1,9 @@
 """A small but complete registry content, written through the same write helpers the code uses.
 
 It is input for tests of generic machinery (bundles, node removal, views): every table gets rows
-with distinct values, so a lost or mangled column shows up in comparisons.
+with distinct values, so a lost or mangled column shows up in comparisons. Below it, profiles whose
+node speeds are known by construction and a three-phase trace, for matching (tests/test_match.py,
+tests/test_fuzz_readers.py).
 """
 
 import json
@@ -12,6 +14,7 @@ from registry.db import utcnow
 from registry.db.write import insert_returning, insert_rows, new_uid
 from registry.inventory import Cache, Inventory
 from registry.nodes import ensure_node
+from registry.trace.tracefile import Phase, Trace
 
 
 def fake_inventory(cpus=(0, 1), model="Test CPU 9000") -> Inventory:
@@ -86,3 +89,48 @@ def populate(conn, node="n1", app="app1", model="Test CPU 9000", tpi=0.01) -> di
                                        "predicted_s": 9.5, "low_s": 9.0, "high_s": 10.0, "node_rank": 1,
                                        "coverage": 1.0, "explanation_json": "{}", "created_at": now}])
     return {"node_id": node_id, "trace_id": trace_id, "app_id": app_id, "profile_id": profile_id}
+
+
+# node -> (compute GFLOP/s per core, memory GB/s at 1 thread, memory GB/s at 2 threads)
+SPEEDS = {"b": (10.0, 8.0, 12.0), "fast": (20.0, 12.0, 18.0), "one": (10.0, 8.4, None), "quad": (10.0, 8.0, 12.0)}
+KERNELS = [("peak_fma", "compute", None), ("triad", "bandwidth", 0), ("load", "bandwidth", 2)]
+
+
+def profile_at_speeds(conn, node, cpus, base):
+    """A profile of `node` whose speeds are SPEEDS[node]; the base node's runs carry proc signatures."""
+    node_id = ensure_node(conn, node, fake_inventory(cpus=tuple(range(cpus))))
+    prof = insert_returning(conn, "profiles", {"uid": new_uid(), "node_id": node_id, "mode": "test",
+                                               "started_at": utcnow(), "status": "complete"}, "profile_id")
+    fma, bw1, bw2 = SPEEDS[node]
+    for ub, family, level in KERNELS:
+        ub_id = conn.exec_driver_sql(f"SELECT ub_id FROM microbenchmarks WHERE name = '{ub}'").scalar() or \
+            insert_returning(conn, "microbenchmarks", {"name": ub, "family": family, "n_streams": 1}, "ub_id")
+        for threads in range(1, cpus + 1):
+            key = json.dumps({"ub": ub, "threads": threads, "node_cpus": cpus})  # sizes differ per node
+            cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": f"{node}:{key}",
+                                                        "threads": threads, "placement": "compact",
+                                                        "params_json": "{}" if family == "compute" else
+                                                        json.dumps({"n": 1000 * cpus})}, "config_id")
+            if family == "compute":
+                work = {"flops_per_rep": 1e9 * threads, "median_s": 1e9 / (fma * 1e9)}
+            else:
+                bw = (bw1, bw2)[min(threads, 2) - 1] * (3.0 if level == 2 else 1.0)  # saturated beyond 2
+                work = {"bytes_per_rep": 1e9, "median_s": 1.0 / bw}
+            run = insert_returning(conn, "profile_runs", {"profile_id": prof, "config_id": cid, "reps": 3,
+                                                          "unstable": False, **work}, "run_id")
+            sigs = [("streams", "ws_level", level)] if level is not None else []
+            if base:
+                sigs += [("proc", "cpu_util", threads * 0.99), ("proc", "wss_llc", {None: 0.01, 0: 8.0, 2: 0.2}[level])]
+            insert_rows(conn, "signatures", [{"owner_kind": "profile_run", "owner_id": run, "source": s,
+                                              "metric": m, "value": float(v)} for s, m, v in sigs])
+
+
+def three_phase_trace(node="b"):
+    """An app traced on `node`: compute 10 s, memory 10 s, sleep 1 s."""
+    def phase(name, start, util, wss):
+        return Phase(name, "auto", start, start + 10, 10 / 21, 10.0,
+                     signature={"proc": {"cpu_util": util, "wss_llc": wss}})
+    phases = [phase("compute", 0, 1.98, 0.01), phase("memory", 10, 1.98, 8.0),
+              Phase("sleep", "auto", 20, 21, 1 / 21, 1.0, signature={"proc": {"cpu_util": 0.01}})]
+    return Trace(name="app", node=node, host="h", command=["app"], exit_status=0, status="ok", wall_s=21.0,
+                 interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc"], phases=phases)

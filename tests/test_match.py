@@ -12,65 +12,21 @@ import json
 import pytest
 from conftest import assert_one_line_error
 
-from registry.db import open_registry, utcnow
-from registry.db.write import insert_returning, insert_rows, new_uid
+from registry.db import open_registry
 from registry.nodes import ensure_node
 from registry.trace import store
-from registry.trace.tracefile import Phase, Trace, write_trace
-from registry_data import fake_inventory
-
-# node -> (compute GFLOP/s per core, memory GB/s at 1 thread, memory GB/s at 2 threads)
-SPEEDS = {"b": (10.0, 8.0, 12.0), "fast": (20.0, 12.0, 18.0), "one": (10.0, 8.4, None), "quad": (10.0, 8.0, 12.0)}
-KERNELS = [("peak_fma", "compute", None), ("triad", "bandwidth", 0), ("load", "bandwidth", 2)]
-
-
-def _profile(conn, node, cpus, base):
-    node_id = ensure_node(conn, node, fake_inventory(cpus=tuple(range(cpus))))
-    prof = insert_returning(conn, "profiles", {"uid": new_uid(), "node_id": node_id, "mode": "test",
-                                               "started_at": utcnow(), "status": "complete"}, "profile_id")
-    fma, bw1, bw2 = SPEEDS[node]
-    for ub, family, level in KERNELS:
-        ub_id = conn.exec_driver_sql(f"SELECT ub_id FROM microbenchmarks WHERE name = '{ub}'").scalar() or \
-            insert_returning(conn, "microbenchmarks", {"name": ub, "family": family, "n_streams": 1}, "ub_id")
-        for threads in range(1, cpus + 1):
-            key = json.dumps({"ub": ub, "threads": threads, "node_cpus": cpus})  # sizes differ per node
-            cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": f"{node}:{key}",
-                                                        "threads": threads, "placement": "compact",
-                                                        "params_json": "{}" if family == "compute" else
-                                                        json.dumps({"n": 1000 * cpus})}, "config_id")
-            if family == "compute":
-                work = {"flops_per_rep": 1e9 * threads, "median_s": 1e9 / (fma * 1e9)}
-            else:
-                bw = (bw1, bw2)[min(threads, 2) - 1] * (3.0 if level == 2 else 1.0)  # saturated beyond 2
-                work = {"bytes_per_rep": 1e9, "median_s": 1.0 / bw}
-            run = insert_returning(conn, "profile_runs", {"profile_id": prof, "config_id": cid, "reps": 3,
-                                                          "unstable": False, **work}, "run_id")
-            sigs = [("streams", "ws_level", level)] if level is not None else []
-            if base:
-                sigs += [("proc", "cpu_util", threads * 0.99), ("proc", "wss_llc", {None: 0.01, 0: 8.0, 2: 0.2}[level])]
-            insert_rows(conn, "signatures", [{"owner_kind": "profile_run", "owner_id": run, "source": s,
-                                              "metric": m, "value": float(v)} for s, m, v in sigs])
-
-
-def _trace(node="b"):
-    def phase(name, start, util, wss):
-        return Phase(name, "auto", start, start + 10, 10 / 21, 10.0,
-                     signature={"proc": {"cpu_util": util, "wss_llc": wss}})
-    phases = [phase("compute", 0, 1.98, 0.01), phase("memory", 10, 1.98, 8.0),
-              Phase("sleep", "auto", 20, 21, 1 / 21, 1.0, signature={"proc": {"cpu_util": 0.01}})]
-    return Trace(name="app", node=node, host="h", command=["app"], exit_status=0, status="ok", wall_s=21.0,
-                 interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc"], phases=phases)
-
+from registry.trace.tracefile import write_trace
+from registry_data import fake_inventory, profile_at_speeds, three_phase_trace
 
 @pytest.fixture
 def registry(db_url, tmp_path):
     reg = open_registry(db_url)
     with reg.begin() as conn:
         for node, cpus in (("b", 2), ("fast", 2), ("one", 1)):
-            _profile(conn, node, cpus, base=node == "b")
-        store.save(conn, _trace())
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, three_phase_trace())
     reg.close()
-    return write_trace(_trace(), tmp_path / "app.json")
+    return write_trace(three_phase_trace(), tmp_path / "app.json")
 
 
 def test_projection_follows_phase_kind_and_threads(cli, registry):
@@ -103,7 +59,7 @@ def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", "app", "--model", "downey"), "no runs of 'app' on 'b'")
     assert_one_line_error(cli("match", "nothing-like-this"), "no trace")
     assert_one_line_error(cli("match", "app", "--nodes", "fast,ghost"), "ghost")
-    other = _trace(node="ghost")
+    other = three_phase_trace(node="ghost")
     assert_one_line_error(cli("match", str(write_trace(other, tmp_path / "g.json"))), "not registered")
     (tmp_path / "bad.json").write_text("{ not json")
     assert_one_line_error(cli("match", str(tmp_path / "bad.json")), "corrupt")
@@ -116,7 +72,7 @@ def test_base_without_profile(cli, db_url, tmp_path):
     reg = open_registry(db_url)
     with reg.begin() as conn:
         ensure_node(conn, "b", fake_inventory())
-        store.save(conn, _trace())
+        store.save(conn, three_phase_trace())
     reg.close()
     assert_one_line_error(cli("match", "app"), "has no profile")
 
@@ -124,7 +80,7 @@ def test_base_without_profile(cli, db_url, tmp_path):
 def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registry):
     reg = open_registry(db_url)
     with reg.begin() as conn:
-        _profile(conn, "quad", 4, base=False)
+        profile_at_speeds(conn, "quad", 4, base=False)
     reg.close()
     # the app on b: 40 s on 1 thread, 21 s on 2 (as traced): Amdahl's serial fraction 0.05
     for threads, time_s in ((1, 40.0), (2, 21.0)):

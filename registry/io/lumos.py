@@ -48,10 +48,11 @@ _REPORT, _SAR = "report.json", "sar.csv"
 _RUN_SUFFIX = re.compile(r"^(?P<stem>.+)_(?P<run>\d+)$")
 _INTERVAL = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>s|sec|secs|second|seconds|m|min|mins|minute|minutes)\s*$",
                        re.IGNORECASE)
-_CLOUD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_CLOUD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 FRAMEWORKS = ("hadoop", "spark", "hive", "flink", "storm")
 DATASIZES = ("tiny", "small", "large", "huge", "gigantic", "bigdata")   # HiBench's scale profiles, in order
 _SAMPLE_CHUNK = 2_000_000
+_MAX_VCPUS, _MAX_MEMORY = 2**16, 2**50      # beyond any VM: such a type name says nothing (nor fits the columns)
 
 # Alibaba ECS: memory GiB per vCPU by family letter (c: compute 1:2, g: general 1:4, r: memory 1:8),
 # also for the high-frequency (hf) and other prefixed variants of the same letters.
@@ -71,8 +72,8 @@ def _size_vcpus(size: str) -> int | None:
         return 1
     if size == "large":
         return 2
-    m = re.fullmatch(r"(\d*)xlarge", size)
-    if m:
+    m = re.fullmatch(r"([0-9]*)xlarge", size)
+    if m and int(m.group(1) or 1):            # '0xlarge' names no VM
         return 4 * int(m.group(1) or 1)
     return None
 
@@ -104,7 +105,9 @@ def vm_shape(vm: str) -> VmShape:
         elif ratio and int(ratio.group(1)):
             gib_per_vcpu = int(ratio.group(2)) / int(ratio.group(1))
     memory = int(vcpus * gib_per_vcpu * 2**30) if gib_per_vcpu else None
-    return VmShape(vcpus, memory)
+    if vcpus > _MAX_VCPUS:
+        return VmShape(None, None)
+    return VmShape(vcpus, memory if memory is None or memory <= _MAX_MEMORY else None)
 
 
 def interval_of(label: str) -> float | None:
@@ -164,8 +167,8 @@ def discover(root: Path, cloud: str | None = None) -> tuple[str, list[RunDir]]:
     if not groups:
         raise UserError(f"no Lumos runs under {root}: expected DIR/<interval>/<vm>/<workload>_<run>/report.json "
                         "or DIR/<vm>/<workload>_<run>/report.json")
-    name = cloud or default_cloud
-    if not _CLOUD_NAME.match(name or ""):
+    name = default_cloud if cloud is None else cloud    # an empty --cloud is refused, not ignored
+    if not _CLOUD_NAME.fullmatch(name or ""):      # not match(): "$" lets a trailing newline through
         raise UserError(f"cloud name {name!r} is not usable: pass --cloud NAME (letters, digits, '_', '.', '-')")
     runs = []
     for interval_s, vms in groups:
@@ -307,7 +310,8 @@ def _ensure_apps(conn, apps: dict[str, str], summary: ImportSummary) -> dict[str
         if app in existing:
             ids[app] = existing[app]
             continue
-        ids[app] = ensure_app(conn, app, description)
+        # the description quotes report.json, which may hold NUL: PostgreSQL text cannot
+        ids[app] = ensure_app(conn, app, description.replace("\x00", ""))
         summary.apps_added += 1
     return ids
 

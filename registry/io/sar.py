@@ -17,6 +17,7 @@ time ratio of an app depends first of all on how its work spreads over cores.
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ _SECTORS_PER_KB = 2.0
 _IDLE_BUSY = 0.10       # a second with less than 10% of the CPUs busy is an idle second
 _LOW_BUSY = 0.30
 _SAT_BUSY = 0.85        # ... more than 85%: all CPUs busy (saturated)
+_CLOCK = re.compile(r"(?P<h>[0-9]{1,2}):(?P<m>[0-9]{1,2}):(?P<s>[0-9]{1,2})(\.[0-9]*)?")
 
 
 def dedupe_names(names: list[str]) -> list[str]:
@@ -107,17 +109,13 @@ def read_sar_csv(path: Path | str) -> SarTrace:
 
 
 def _clock_seconds(stamp: str | None) -> int | None:
-    """Seconds since midnight of 'HH:MM:SS' (a date before it is ignored), None when it does not parse."""
-    if not stamp:
+    """Seconds since midnight of 'HH:MM:SS' (a date before it is ignored), None when it is not a time
+    of day (such as '10:00:inf' or '99:99:99')."""
+    m = _CLOCK.fullmatch(stamp.strip().rsplit(" ", 1)[-1]) if stamp else None
+    if not m:
         return None
-    clock = stamp.strip().rsplit(" ", 1)[-1].split(":")
-    if len(clock) != 3:
-        return None
-    try:
-        h, m, s = int(clock[0]), int(clock[1]), int(float(clock[2]))
-    except ValueError:
-        return None
-    return h * 3600 + m * 60 + s
+    h, mi, s = int(m["h"]), int(m["m"]), int(m["s"])
+    return h * 3600 + mi * 60 + s if h < 24 and mi < 60 and s < 61 else None
 
 
 def sample_times(trace: SarTrace, interval_s: float | None) -> tuple[np.ndarray, float]:

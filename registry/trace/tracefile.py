@@ -92,7 +92,12 @@ _PHASE_REQUIRED = {"start_s": (int, float), "end_s": (int, float), "weight": (in
 
 
 def read_trace(path: Path | str) -> Trace:
-    """Load a trace file, with a one-line error for anything that is not a valid version-1 trace."""
+    """Load a trace file, with a one-line error for anything that is not a valid version-1 trace.
+
+    Beyond the required fields, every value a consumer computes with is checked: numbers are finite
+    (Python's JSON reader takes NaN and Infinity), counts are whole numbers, the containers have
+    their documented shapes. A file that passes gives a Trace whose fields have their declared types.
+    """
     path = Path(path)
     try:
         text = path.read_text()
@@ -104,43 +109,110 @@ def read_trace(path: Path | str) -> Trace:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"trace file {path} is corrupt (not JSON: {exc.msg} at line {exc.lineno})") from None
+    except ValueError as exc:      # e.g. an integer longer than Python converts
+        raise UserError(f"trace file {path} is corrupt ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise UserError(f"{path} is not a nodereg trace file (no \"format\": \"{FORMAT}\")")
     version = doc.get("version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise UserError(f"trace file {path} has no valid version number")
     if version > VERSION:
         raise UserError(f"trace file {path} has format version {version}, newer than this nodereg "
                         f"reads ({VERSION}): upgrade nodereg")
     if version < 1:
         raise UserError(f"trace file {path} has unsupported format version {version}")
-    _check_fields(doc, _REQUIRED, f"trace file {path}")
-    phases = []
-    for i, ph in enumerate(doc["phases"]):
-        if not isinstance(ph, dict):
-            raise UserError(f"trace file {path}: phase {i} is not an object")
-        _check_fields(ph, _PHASE_REQUIRED, f"trace file {path}: phase {i}")
-        if ph["end_s"] < ph["start_s"]:
-            raise UserError(f"trace file {path}: phase {i} ends before it starts")
-        phases.append(Phase(
-            name=str(ph.get("name") or f"phase {i}"), method=str(ph.get("method") or "import"),
-            start_s=float(ph["start_s"]), end_s=float(ph["end_s"]), weight=float(ph["weight"]),
-            time_s=float(ph.get("time_s") or ph["end_s"] - ph["start_s"]), calls=int(ph.get("calls") or 1),
-            intervals=[list(map(float, iv)) for iv in ph.get("intervals") or [[ph["start_s"], ph["end_s"]]]],
-            signature={str(src): {str(k): _num(v) for k, v in (metrics or {}).items()}
-                       for src, metrics in (ph.get("signature") or {}).items()},
-            iterations=ph.get("iterations")))
+    where = f"trace file {path}"
+    _check_fields(doc, _REQUIRED, where)
+    for key in ("name", "node"):
+        if "\x00" in doc[key]:            # PostgreSQL cannot store it in text
+            raise UserError(f"{where}: field {key!r} contains a NUL character")
+    samples = _optional(doc, "samples", dict, where, {})
+    for column, values in samples.items():
+        if not isinstance(values, list) or not all(v is None or _is_finite(v) for v in values):
+            raise UserError(f"{where}: samples column {column!r} is not a list of numbers (or nulls)")
     return Trace(
         name=doc["name"], node=doc["node"], host=str(doc.get("host") or ""),
         command=[str(a) for a in doc["command"]], exit_status=doc["exit_status"], status=doc["status"],
-        wall_s=float(doc["wall_s"]), interval_s=float(doc.get("interval_s") or 0.0),
-        started_at=str(doc.get("started_at") or ""), sources=list(doc.get("sources") or []), phases=phases,
-        samples=dict(doc.get("samples") or {}), threads=doc.get("threads"), cachegrind=doc.get("cachegrind"),
-        meta=dict(doc.get("meta") or {}))
+        wall_s=_number(doc, "wall_s", where), interval_s=_number(doc, "interval_s", where, default=0.0),
+        started_at=str(doc.get("started_at") or ""),
+        sources=[str(s) for s in _optional(doc, "sources", list, where, [])],
+        phases=[_phase(ph, i, where) for i, ph in enumerate(doc["phases"])],
+        samples=samples, threads=_optional(doc, "threads", int, where, None) or None,
+        cachegrind=_optional(doc, "cachegrind", dict, where, None), meta=_optional(doc, "meta", dict, where, {}))
+
+
+def _phase(ph, i: int, where: str) -> Phase:
+    where = f"{where}: phase {i}"
+    if not isinstance(ph, dict):
+        raise UserError(f"{where} is not an object")
+    _check_fields(ph, _PHASE_REQUIRED, where)
+    start, end = (_number(ph, key, where, signed=True) for key in ("start_s", "end_s"))
+    weight = _number(ph, "weight", where)
+    if end < start:
+        raise UserError(f"{where} ends before it starts")
+    intervals = _optional(ph, "intervals", list, where, None) or [[start, end]]
+    if not all(isinstance(iv, list) and len(iv) == 2 and all(_is_finite(v) for v in iv) for iv in intervals):
+        raise UserError(f"{where}: field 'intervals' is not a list of [start_s, end_s] pairs")
+    signature = _optional(ph, "signature", dict, where, {})
+    for src, metrics in signature.items():
+        if not isinstance(metrics, dict) or not all(_is_metric(v) for v in metrics.values()):
+            raise UserError(f"{where}: signature {src!r} is not an object of numbers (or nulls)")
+    iterations = _number(ph, "iterations", where, default=None)
+    return Phase(
+        name=str(ph.get("name") or f"phase {i}"), method=str(ph.get("method") or "import"),
+        start_s=start, end_s=end, weight=weight, time_s=_number(ph, "time_s", where, default=None) or end - start,
+        calls=_optional(ph, "calls", int, where, None) or 1, intervals=[[float(a), float(b)] for a, b in intervals],
+        signature={str(src): {str(k): _num(v) for k, v in metrics.items()} for src, metrics in signature.items()},
+        iterations=iterations)
 
 
 def _num(value) -> float:
     return math.nan if value is None else float(value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_finite(value) -> bool:
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:          # an integer too large for a float
+        return False
+
+
+def _is_metric(value) -> bool:
+    """A signature value: a finite number, or unknown (null, or NaN, which Python's JSON reader takes)."""
+    return value is None or _is_finite(value) or (isinstance(value, float) and math.isnan(value))
+
+
+def _number(doc: dict, key: str, where: str, default: float | None = ..., signed: bool = False) -> float | None:
+    """A finite number, >= 0 unless `signed` (durations, weights, counts); `default` when absent or
+    null, if the field is optional."""
+    value = doc.get(key)
+    if value is None and default is not ...:
+        return default
+    if not _is_finite(value) or (value < 0 and not signed):
+        raise UserError(f"{where}: field {key!r} must be a finite number{'' if signed else ' >= 0'}, "
+                        f"not {_short(value)}")
+    return float(value)
+
+
+def _optional(doc: dict, key: str, types, where: str, default):
+    """An optional field of a JSON type (an int must be >= 0); `default` when absent or null."""
+    value = doc.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, types) or isinstance(value, bool):
+        raise UserError(f"{where}: field {key!r} has the wrong type ({type(value).__name__})")
+    if types is int and value < 0:
+        raise UserError(f"{where}: field {key!r} must not be negative")
+    return value
+
+
+def _short(value) -> str:
+    text = json.dumps(value) if _is_number(value) or value is None else type(value).__name__
+    return text if len(text) <= 30 else text[:27] + "..."
 
 
 def _check_fields(doc: dict, required: dict, where: str) -> None:
