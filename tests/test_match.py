@@ -52,6 +52,13 @@ def test_predictions_are_stored_and_file_argument_works(cli, registry):
     stored = json.loads(cli("sql", "SELECT node, model_name, node_rank FROM v_predictions ORDER BY node_rank",
                             "-f", "json").out)
     assert [r["node"] for r in stored] == ["fast", "b", "one"] and stored[0]["model_name"] == "similarity"
+    explained = {r["node"]: json.loads(r["explanation_json"]) for r in json.loads(cli(
+        "sql", "SELECT n.name AS node, p.explanation_json FROM predictions p JOIN nodes n ON n.node_id = p.node_id",
+        "-f", "json").out)}
+    # the matches (the same for every node) are stored once, in the base node's row
+    assert explained["b"]["phases"][0]["matches"] and "matches_in" not in explained["b"]
+    assert explained["one"]["matches_in"] == "b" and "matches" not in explained["one"]["phases"][0]
+    assert explained["one"]["phases"][0]["predicted_s"] > explained["fast"]["phases"][0]["predicted_s"]
 
 
 def test_match_errors(cli, registry, tmp_path):

@@ -226,15 +226,23 @@ def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: f
 
 
 def store_predictions(conn: sa.Connection, found: FoundTrace, result: MatchResult) -> int:
-    """One predictions row per node, with the per-phase explanation; returns the row count."""
+    """One predictions row per node, with the per-phase explanation; returns the row count.
+
+    A phase's matched configs are the same for every node (matching happens on the base node), so
+    they are stored once, in the base node's row (or the first-ranked one when the base is not among
+    the targets); every other row names that node in `matches_in`. At 10,000 nodes, repeating them
+    made 14 MB per `nodereg match`.
+    """
     app_id = ensure_app(conn, result.app)
     node_ids = dict(conn.execute(sa.text("SELECT name, node_id FROM nodes")).fetchall())
     now = utcnow()
+    ranked = [n.node for n in result.nodes]
+    anchor = result.base if result.base in ranked else (ranked[0] if ranked else None)
 
     def explanation(node: str) -> str:
-        return orjson.dumps({"base": result.base, "phases": [
-            {"name": p.name, "mode": p.mode, "matches": p.matches, "predicted_s": p.predictions[node].predicted_s}
-            for p in result.phases]}).decode()
+        return orjson.dumps({"base": result.base, **({} if node == anchor else {"matches_in": anchor}), "phases": [
+            {"name": p.name, "mode": p.mode, **({"matches": p.matches} if node == anchor else {}),
+             "predicted_s": p.predictions[node].predicted_s} for p in result.phases]}).decode()
 
     rows = [{"uid": new_uid(), "trace_id": found.trace_id, "app_id": app_id, "node_id": node_ids[n.node],
              "model_name": result.model, "model_version": None, "threads": n.threads, "predicted_s": n.predicted_s,

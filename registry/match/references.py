@@ -24,10 +24,12 @@ from registry.errors import UserError
 from registry.models.base import ReferenceSet
 
 # numbers only, one row per run of every node's latest profile: strings (names, keys) are mapped
-# on from the small tables below; the throughput (work per second of the whole node: bytes, else
-# flops, else chains, else iterations x threads) is computed by the database
+# on from the small tables below. `combo` is the config and the cache level its working set fits on
+# that node (ws_level, < 63) in one integer; the throughput (work per second of the whole node:
+# bytes, else flops, else chains, else iterations x threads) is computed by the database.
 _RUNS = """
-SELECT p.node_id, r.config_id, c.threads, lv.value AS ws_level,
+SELECT p.node_id, c.threads,
+       r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS combo,
        CASE WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
             WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
             WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
@@ -59,7 +61,8 @@ class Profiles:
     node: np.ndarray            # per run: node code
     key: np.ndarray             # per run: key code
     threads: np.ndarray         # per run
-    placement: np.ndarray       # per run: placement name
+    placement_names: np.ndarray # placement code -> name
+    placement: np.ndarray       # per run: placement code
     config_id: np.ndarray       # per run
     throughput: np.ndarray      # per run: work per second of the whole node
     features: pd.DataFrame      # the base node's runs: index config_id; columns 'source.metric'
@@ -95,21 +98,21 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         node_table = node_table[node_table["node"].isin(set(nodes) | {base})]
     node_table = node_table.reset_index(drop=True)
     runs = read_frame(conn, _RUNS)
-    node = pd.Index(node_table["node_id"]).get_indexer(runs["node_id"])
+    node = pd.Index(node_table["node_id"]).get_indexer(runs["node_id"].to_numpy())
     throughput = runs["throughput"].to_numpy(dtype=float)
     keep = (node >= 0) & np.isfinite(throughput) & (throughput > 0)
-    runs, node = runs[keep], node[keep]
+    node, throughput = node[keep], throughput[keep]
+    threads, combo = runs["threads"].to_numpy(dtype=np.int64)[keep], runs["combo"].to_numpy(dtype=np.int64)[keep]
     base_code = int(np.flatnonzero(node_table["node"].to_numpy() == base)[0])
     if not (node == base_code).any():
         raise UserError(f"the base node {base!r} has no profile: run `nodereg profile {base}` on it first")
     # keys are computed once per distinct (config, level), then mapped back by integers
-    level = runs["ws_level"].fillna(-1).to_numpy(dtype=np.int64)
-    pair = runs["config_id"].to_numpy(dtype=np.int64) * 64 + level + 1
-    pair_code, pairs = pd.factorize(pair)
-    combos = pd.DataFrame({"config_id": pairs // 64, "ws_level": (pairs % 64 - 1).astype(float)})
-    combos["ws_level"] = combos["ws_level"].where(combos["ws_level"] >= 0)
-    combos = combos.merge(read_frame(conn, _CONFIGS), on="config_id", how="left")
-    key_names, key_of_pair = np.unique(_family_key(combos).to_numpy(dtype=str), return_inverse=True)
+    combo_code, combos = pd.factorize(combo)
+    table = pd.DataFrame({"config_id": combos // 64, "ws_level": (combos % 64 - 1).astype(float)})
+    table["ws_level"] = table["ws_level"].where(table["ws_level"] >= 0)
+    table = table.merge(read_frame(conn, _CONFIGS), on="config_id", how="left")
+    key_names, key_of_combo = np.unique(_family_key(table).to_numpy(dtype=str), return_inverse=True)
+    placement_of_combo, placement_names = pd.factorize(table["placement"].fillna(""))
     feats = read_frame(conn, _FEATURES, {"node": int(node_table.loc[base_code, "node_id"])})
     features = pd.DataFrame()
     if not feats.empty:
@@ -117,9 +120,8 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         features = feats.pivot_table(index="config_id", columns="feature", values="value", aggfunc="first")
     n_cpus = node_table.set_index("node")["n_cpus"].fillna(1).astype(int).to_dict()
     return Profiles(base, node_table["node"].to_numpy(dtype=object), key_names, node.astype(np.int64),
-                    key_of_pair[pair_code], runs["threads"].to_numpy(dtype=np.int64),
-                    combos["placement"].to_numpy(dtype=object)[pair_code], runs["config_id"].to_numpy(dtype=np.int64),
-                    throughput[keep], features, n_cpus)
+                    key_of_combo[combo_code], threads, np.asarray(placement_names), placement_of_combo[combo_code],
+                    table["config_id"].to_numpy(dtype=np.int64)[combo_code], throughput, features, n_cpus)
 
 
 def threads_on(profiles: Profiles, mode: str, k: int) -> np.ndarray:
@@ -153,11 +155,11 @@ def reference_set(profiles: Profiles, threads: np.ndarray,
     # one base run per key (the first), and its placement is the one preferred on every node
     _, first = np.unique(p.key[on_base], return_index=True)
     base_runs = on_base[np.sort(first)]
-    base_placement = np.full(len(p.key_names), None, dtype=object)
+    base_placement = np.full(len(p.key_names), -1)
     base_placement[p.key[base_runs]] = p.placement[base_runs]
     preferred = p.placement[at] == base_placement[p.key[at]]
     # node x key throughput, the preferred placement's run written last so that it wins
-    order = at[np.argsort(preferred, kind="stable")]
+    order = np.concatenate([at[~preferred], at[preferred]])
     matrix = np.full((len(p.key_names), len(p.node_names)), np.nan)
     matrix[p.key[order], p.node[order]] = p.throughput[order]
     rows = p.key[base_runs]
@@ -172,7 +174,8 @@ def reference_set(profiles: Profiles, threads: np.ndarray,
     if features.empty or features.shape[1] == 0:
         raise UserError(f"the profile of {p.base!r} has no signatures to compare phases with: "
                         "re-profile it with this version of nodereg")
-    info = pd.DataFrame({"threads": p.threads[base_runs], "placement": p.placement[base_runs]}, index=names)
+    info = pd.DataFrame({"threads": p.threads[base_runs], "placement": p.placement_names[p.placement[base_runs]]},
+                        index=names)
     refs = ReferenceSet(base_node=p.base, features=features, log_ratio=log_ratio,
                         feature_weights=dict(weights or {}))
     return refs, info

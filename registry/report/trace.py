@@ -213,8 +213,9 @@ def phase_matches(explanation: dict) -> list[tuple[str, list[str]]]:
 
 
 def latest_explanations(conn: sa.Connection, trace_id: int, base_node: str) -> dict[str, dict]:
-    """model -> explanation of its latest prediction for the trace (the base node's when stored: the
-    matching happens on the base node, so every node's explanation lists the same matches)."""
+    """model -> explanation of its latest prediction for the trace: the base node's when stored (the
+    matching happens on the base node, and `nodereg match` stores the matches in that row; rows
+    without them say in `matches_in` which node's row has them)."""
     rows = conn.execute(sa.text(
         "SELECT p.model_name, n.name AS node, p.explanation_json FROM predictions p "
         "JOIN nodes n ON n.node_id = p.node_id WHERE p.trace_id = :t "
@@ -225,8 +226,10 @@ def latest_explanations(conn: sa.Connection, trace_id: int, base_node: str) -> d
             exp = json.loads(text) if text else {}
         except ValueError:
             continue
-        if model not in out or node == base_node and out[model][0] != base_node:
-            out[model] = (node, exp if isinstance(exp, dict) else {})
+        exp = exp if isinstance(exp, dict) else {}
+        if model not in out or node == base_node and out[model][0] != base_node \
+                or node == out[model][1].get("matches_in"):
+            out[model] = (node, exp)
     return {m: exp for m, (_, exp) in out.items()}
 
 
