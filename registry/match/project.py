@@ -212,9 +212,10 @@ def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: f
     lows = low.sum(axis=0) + rest * ratios.min(axis=0)
     highs = high.sum(axis=0) + rest * ratios.max(axis=0)
     threads = np.array([[r.threads.get(n, 0) for n in targets] for r in results]).max(axis=0)
+    projected = np.isfinite(pred).all(axis=0)
     out, warnings = [], []
     for i, node in enumerate(targets):
-        if not np.isfinite(pred[:, i]).all():
+        if not projected[i]:
             warnings.append(f"{node}: some phases could not be projected (no comparable configs measured there)")
             continue
         out.append(NodeResult(node, float(predicted[i]), float(lows[i]), float(highs[i]),

@@ -199,14 +199,23 @@ class SimilarityModel(ProjectionModel):
         order = np.argsort(d.fillna(np.inf).to_numpy(), kind="stable")
         dist = d.to_numpy()[order]
         ids = d.index.to_numpy()[order]
-        known = [n for n in nodes if n in self.y.columns]
-        y = self.y[known].to_numpy()[order] if known else np.empty((len(order), 0))
-        usable = np.isfinite(y) & np.isfinite(dist)[:, None]
+        columns = set(self.y.columns)
+        known = [n for n in nodes if n in columns]
+        ratios, cols = self.y.to_numpy(), self.y.columns.get_indexer(known)
+        # only the nearest rows can vote: take the shortest prefix of references, in order of distance,
+        # in which every node has k usable ones (usually k rows; 10,000 nodes x 300 references otherwise)
+        rows = min(len(order), self.k)
+        while True:
+            y = ratios[order[:rows]][:, cols]
+            usable = np.isfinite(y) & np.isfinite(dist[:rows])[:, None]
+            if rows == len(order) or (usable.sum(axis=0) >= self.k).all():
+                break
+            rows = min(len(order), 2 * rows)
         rank = np.cumsum(usable, axis=0)
         chosen = usable & (rank <= self.k)
         scale = np.nanmedian(dist[np.isfinite(dist)]) if np.isfinite(dist).any() else 1.0
         sim = 1.0 / (np.nan_to_num(dist, nan=np.inf) + 0.05 * max(scale, 1e-9))
-        wts = np.where(chosen, sim[:, None], 0.0)
+        wts = np.where(chosen, sim[:rows, None], 0.0)
         wsum = wts.sum(axis=0)
         yz = np.nan_to_num(y)
         with np.errstate(invalid="ignore", divide="ignore"):
