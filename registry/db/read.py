@@ -21,3 +21,20 @@ def read_frame(conn: sa.Connection, sql: str, params: Mapping | None = None):
         raw = conn.connection.driver_connection
         return raw.execute(str(compiled), values).df()
     return pd.read_sql(sa.text(sql), conn, params=dict(params or {}))
+
+
+def read_arrays(conn: sa.Connection, sql: str, params: Mapping | None = None) -> dict:
+    """Run `sql` and return {column: numpy array}, NULL as NaN in float columns. For results of
+    millions of rows, where building a DataFrame is half the cost (DuckDB hands over numpy arrays)."""
+    import numpy as np
+
+    if conn.dialect.name == "duckdb":
+        compiled = sa.text(sql).bindparams(**(params or {})).compile(
+            dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+        values = [compiled.params[name] for name in compiled.positiontup] if compiled.positiontup else []
+        columns = conn.connection.driver_connection.execute(str(compiled), values).fetchnumpy()
+    else:
+        frame = read_frame(conn, sql, params)
+        columns = {c: frame[c].to_numpy() for c in frame.columns}
+    return {c: np.ma.filled(a.astype(float), np.nan) if np.ma.isMaskedArray(a) else np.asarray(a)
+            for c, a in columns.items()}

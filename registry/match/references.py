@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from registry.db.read import read_frame
+from registry.db.read import read_arrays, read_frame
 from registry.errors import UserError
 from registry.models.base import ReferenceSet
 
@@ -97,12 +97,12 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     if nodes:
         node_table = node_table[node_table["node"].isin(set(nodes) | {base})]
     node_table = node_table.reset_index(drop=True)
-    runs = read_frame(conn, _RUNS)
-    node = pd.Index(node_table["node_id"]).get_indexer(runs["node_id"].to_numpy())
-    throughput = runs["throughput"].to_numpy(dtype=float)
+    runs = read_arrays(conn, _RUNS)
+    node = pd.Index(node_table["node_id"]).get_indexer(runs["node_id"])
+    throughput = runs["throughput"].astype(float)
     keep = (node >= 0) & np.isfinite(throughput) & (throughput > 0)
     node, throughput = node[keep], throughput[keep]
-    threads, combo = runs["threads"].to_numpy(dtype=np.int64)[keep], runs["combo"].to_numpy(dtype=np.int64)[keep]
+    threads, combo = runs["threads"].astype(np.int64)[keep], runs["combo"].astype(np.int64)[keep]
     base_code = int(np.flatnonzero(node_table["node"].to_numpy() == base)[0])
     if not (node == base_code).any():
         raise UserError(f"the base node {base!r} has no profile: run `nodereg profile {base}` on it first")
