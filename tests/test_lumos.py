@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 from lumos_synth import BASE, VMS, apps, make_dataset
 
 from registry.db import open_registry
@@ -161,6 +161,7 @@ def test_discover_refuses_folders_without_runs(tmp_path):
         discover(tmp_path / "missing")
 
 
+@both_backends
 def test_cli_import_lumos(cli, tmp_path):
     root = make_dataset(tmp_path / "synth", n_apps=4)
     result = cli("import", "lumos", str(root), "--json")
@@ -169,6 +170,10 @@ def test_cli_import_lumos(cli, tmp_path):
     assert out["cloud"] == "synth" and out["runs_added"] > 0 and out["skipped"]["incomplete run"] == 1
     table = cli("import", "lumos", str(root), "--cloud", "synth")
     assert table.code == 0 and "already_present" in table.out
+    # and evaluated, on this backend (tests/test_evaluate.py checks the figures themselves)
+    report = cli("evaluate", "--base", BASE, "--models", "similarity", "--json")
+    assert report.code == 0, report.err
+    assert json.loads(report.out)["apps"] == 5
     assert_one_line_error(cli("import", "lumos", str(tmp_path / "nope")), "not a directory")
     assert_one_line_error(cli("import", "lumos", str(root), "--cloud", "bad/name"), "cloud name")
 

@@ -10,7 +10,7 @@ node `quad` (4 CPUs of the base's speed) is predicted with the app's own curve.
 import json
 
 import pytest
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
 from registry.nodes import ensure_node
@@ -27,6 +27,8 @@ def registry(db_url, tmp_path):
         store.save(conn, three_phase_trace())
     reg.close()
     return write_trace(three_phase_trace(), tmp_path / "app.json")
+
+pytestmark = both_backends
 
 
 def test_projection_follows_phase_kind_and_threads(cli, registry):

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
 from registry.models.store import load_model
@@ -26,6 +26,7 @@ def test_models_lists_the_plugins(cli):
     assert cli("models").code == 0
 
 
+@both_backends
 def test_runs_add_and_list(cli):
     res = cli("runs", "add", "lu", "n1", "--threads", "4", "--time", "12.5")
     assert res.code == 0, res.err
@@ -61,6 +62,7 @@ def test_scaling_predicts_beyond_the_training_runs(cli, tmp_path):
     assert "128" in table.out and "Downey" in table.out
 
 
+@both_backends
 def test_scaling_downey_and_saving(cli, tmp_path, db_url):
     import_runs(cli, tmp_path)
     res = cli("scaling", "lu", "--node", "n1", "--model", "downey", "--predict", "64", "--save", "--json")
