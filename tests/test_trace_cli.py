@@ -196,9 +196,9 @@ def test_kill_9_while_the_command_runs(db_url, tmp_path):
         time.sleep(0.02)
     assert not _alive(child) and not _alive(grandchild), "the traced command outlived the tracer"
     deadline = time.monotonic() + 10  # the watchdog removes the FIFO's directory after the kill
-    while list((tmp_path / "tmp").glob("nodereg-trace-*")) and time.monotonic() < deadline:
+    while list((tmp_path / "tmp").glob("nodereg-*")) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not list((tmp_path / "tmp").glob("nodereg-trace-*"))
+    assert not list((tmp_path / "tmp").glob("nodereg-*"))  # the runner's folder and the tracer's
     assert _consistent(db_url) == []
     assert not out.exists() and not list(tmp_path.glob(".t.json*"))
 

@@ -184,10 +184,13 @@ class _MarkerReader:
 
 
 def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
-        cpus: list[int] | None = None, env: dict | None = None, wss: bool = True) -> RunResult:
+        cpus: list[int] | None = None, env: dict | None = None, wss: bool = True,
+        scratch: tuple[Path, ...] = ()) -> RunResult:
     """Run `argv` to completion (or timeout), sampling its process tree every `interval_s`.
 
     Raises `Interrupted` on SIGINT/SIGTERM after terminating the tree; nothing is returned then.
+    `scratch`: the caller's temporary directories, which the watchdog removes with this run's if the
+    tracer is killed.
     """
     if interval_s <= 0:
         raise UserError("--interval must be positive")
@@ -197,7 +200,7 @@ def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = N
         fifo = Path(tmp) / "phases.fifo"
         os.mkfifo(fifo, 0o600)
         env[FIFO_ENV] = str(fifo)
-        watchdog = Watchdog(Path(tmp))
+        watchdog = Watchdog(Path(tmp), *scratch)
         try:
             return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog)
         finally:

@@ -50,7 +50,8 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
                 omp = False
                 notes.append(f"OpenMP regions not traced: {exc}")
         run_argv = perf.wrap(argv, perf_out, interval_s) if use_counters else list(argv)
-        result = runner.run(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, wss=wss)
+        result = runner.run(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, wss=wss,
+                            scratch=(Path(tmp),))
         result.argv = list(argv)
         counter_rows = perf.parse(perf_out.read_text()) if use_counters and perf_out.exists() else []
         records = gomp.read_records(omp_out, result.t0_monotonic) if omp else []

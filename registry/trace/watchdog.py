@@ -9,9 +9,9 @@ tells it each process of the tree it sees, as "PID START" (START: the start time
 /proc/PID/stat, so that a pid recycled by an unrelated process is never signalled), and "done"
 when it has finished with the command. End of file without "done" means the tracer died: the
 watchdog freezes and kills every process it was told of that still runs, with its descendants,
-and removes the tracer's temporary directory.
+and removes the tracer's temporary directories.
 
-    python -m registry.trace.watchdog FD TMPDIR
+    python -m registry.trace.watchdog FD TMPDIR [TMPDIR...]
 """
 
 import os
@@ -33,11 +33,12 @@ def start_time(pid: int) -> int | None:
 class Watchdog:
     """The tracer's side: start the watchdog, tell it the tree's processes, release it at the end."""
 
-    def __init__(self, tmpdir: Path):
+    def __init__(self, *tmpdirs: Path):
         read_end, self._fd = os.pipe()  # both close-on-exec: the traced command inherits neither
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "registry.trace.watchdog", str(read_end), str(tmpdir)], pass_fds=(read_end,),
+                [sys.executable, "-m", "registry.trace.watchdog", str(read_end), *map(str, tmpdirs)],
+                pass_fds=(read_end,),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
         except BaseException:
@@ -96,7 +97,7 @@ def _watch(fd: int) -> dict[int, int] | None:
 
 
 def main(argv: list[str]) -> int:
-    fd, tmpdir = int(argv[0]), argv[1]
+    fd, tmpdirs = int(argv[0]), argv[1:]
     told = _watch(fd)
     if told is None:  # the usual end: the watchdog's start-up is all it costs, so import nothing before
         return 0
@@ -109,7 +110,8 @@ def main(argv: list[str]) -> int:
         return {pid for root, start in told.items() if start_time(root) == start for pid in procfs.tree(root)}
 
     freeze_and_kill(survivors)
-    shutil.rmtree(tmpdir, ignore_errors=True)
+    for tmpdir in tmpdirs:
+        shutil.rmtree(tmpdir, ignore_errors=True)
     return 0
 
 
