@@ -1,6 +1,7 @@
 """`nodereg trace`: the command end to end, the node it runs on, and every error path."""
 
 import json
+import shutil
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
@@ -245,3 +247,30 @@ def test_kill_9_while_the_trace_is_stored(db_url, tmp_path):
                             and traces[0]["samples"] > 0)
     if out.exists():  # written (atomically) after the trace is stored
         assert traces and read_trace(out).phases
+
+
+def _descendants(root: int) -> list[int]:
+    from registry.trace import procfs
+    return [pid for pid in procfs.tree(root) if pid != root]
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_kill_9_during_the_cachegrind_pass(db_url, tmp_path):
+    """The cachegrind pass (minutes under valgrind) dies with a killed tracer too."""
+    _node(db_url)
+    out = tmp_path / "t.json"
+    proc = _trace_process(db_url, out, "--cachegrind", "--probe-cmd", "sleep 30", "--", "true")
+    deadline, valgrind = time.monotonic() + 30, []
+    while not valgrind and time.monotonic() < deadline:
+        valgrind = [pid for pid in _descendants(proc.pid)
+                    if "valgrind" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+        time.sleep(0.05)
+    assert valgrind, "the cachegrind pass did not start"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in valgrind) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in valgrind), "valgrind outlived the tracer"
+    assert _consistent(db_url) == [] and not out.exists()
+    assert not list((tmp_path / "tmp").glob("nodereg-*"))

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from registry.errors import UserError
 from registry.inventory import Cache, Inventory
+from registry.trace.runner import kill_tree
+from registry.trace.watchdog import Watchdog
 
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
 METRICS = ("instructions", "data_reads", "data_writes", "accesses_per_inst", "d1_miss_rate", "ll_miss_rate",
@@ -90,20 +92,14 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
         log = Path(tmp) / "valgrind.log"
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--trace-children=yes", *opts,
                f"--log-file={log}", f"--cachegrind-out-file={tmp}/cachegrind.out.%p", *argv]
-        preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        try:
-            res = subprocess.run(cmd, env=env, preexec_fn=preexec, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, timeout=timeout_s, text=True,
-                                 input=stdin_text)
-        except subprocess.TimeoutExpired:
-            raise UserError(f"the cachegrind pass ran past {timeout_s:g} s") from None
+        returncode = _run_watched(cmd, Path(tmp), env=env, cpus=cpus, timeout_s=timeout_s, stdin_text=stdin_text)
         outputs = sorted(Path(tmp).glob("cachegrind.out.*"))
-        if res.returncode == -signal.SIGILL:
+        if returncode == -signal.SIGILL:
             raise UserError(f"valgrind cannot run {argv[0]}'s instructions (SIGILL; valgrind lacks AVX-512): "
                             "trace a build without AVX-512 (e.g. -mno-avx512f) through --probe-cmd")
-        if res.returncode != 0 or not outputs:
+        if returncode != 0 or not outputs:
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-            raise UserError(f"the cachegrind pass of {argv[0]} failed (exit status {res.returncode})"
+            raise UserError(f"the cachegrind pass of {argv[0]} failed (exit status {returncode})"
                             + (f": {tail[0]}" if tail else ""))
         stats = [parse(p.read_text(errors="replace")) for p in outputs]
     functions: dict[str, dict[str, float]] = {}
@@ -117,6 +113,31 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
         for e in EVENTS:
             total[e] += counts[e]
     return CachegrindStats(total=total, functions=functions, options=opts)
+
+
+def _run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text) -> int:
+    """Run valgrind to its end; its exit status. A watchdog (registry.trace.watchdog) kills it, and
+    what it runs, if this process is killed meanwhile: the pass may take minutes."""
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    watchdog = Watchdog(tmp)
+    try:
+        proc = subprocess.Popen(cmd, env=env, preexec_fn=preexec, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, text=True,
+                                stdin=subprocess.PIPE if stdin_text is not None else None)
+        watchdog.tell([proc.pid])
+        try:
+            proc.communicate(stdin_text, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)
+            proc.wait()
+            raise UserError(f"the cachegrind pass ran past {timeout_s:g} s") from None
+        except BaseException:   # Ctrl-C: valgrind and what it runs go too
+            kill_tree(proc.pid)
+            proc.wait()
+            raise
+        return proc.returncode
+    finally:
+        watchdog.release()
 
 
 _FN = re.compile(r"^fn=(?:\(\d+\)\s*)?(.*)$")
