@@ -153,15 +153,6 @@ def test_cachegrind_pass_maps_onto_openmp_phases(inventory, buffer_mb):
     assert cg["compute._omp_fn.0"]["instructions"] > 1e6
 
 
-def test_measure_signature_for_any_command(inventory):
-    llc = inventory.last_level_cache().size_bytes
-    mb = max(64, 2 * (llc >> 20))
-    sig = signature.measure_signature([str(_build()), "-b", str(mb), "stream:0.6"], llc_bytes=llc,
-                                      env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert sig["proc"]["wss_mb"] > 0.5 * mb and sig["proc"]["wss_llc"] > 1
-    assert 0.2 < sig["proc"]["cpu_util"] <= 1.2  # one thread (other jobs share the CPUs)
-
-
 def test_symbols_resolve_for_pie_executables():
     prog = _build()
     table = omp._functions(str(prog))

@@ -9,8 +9,8 @@ Sources and metrics (see docs/trace.md for what they mean and how they were chos
 
 `wss_llc` (working set over the last-level cache size) is what tells a memory-bound phase from a
 compute-bound one on nodes without counters: > 1 means the phase touches more memory per interval
-than the cache holds. `measure_signature` measures the same sources for any command, so that a
-microbenchmark config run under it on the same node gets a signature comparable with a phase's.
+than the cache holds. registry/profile/signatures.py measures the same sources for the microbenchmark
+configs, so that a config's signature compares with a phase's on the same node.
 """
 
 import math
@@ -18,8 +18,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from registry.errors import UserError
-from registry.trace import cachegrind
 from registry.trace import counters as perf
 from registry.trace.tracefile import Phase
 
@@ -92,31 +90,3 @@ def attach(phases: list[Phase], samples: list[dict], counter_rows: list[dict], l
             cnt = counter_signature(rows_in(counter_rows, intervals))
             if cnt:
                 ph.signature["counters"] = cnt
-
-
-def measure_signature(argv: list[str], *, cpus: list[int] | None = None, llc_bytes: int | None = None,
-                      interval_s: float = 0.1, cachegrind_inventory=None, env: dict | None = None,
-                      timeout_s: float | None = None) -> dict[str, dict[str, float]]:
-    """Run `argv` once and return its whole-run signature {source: {metric: value}}.
-
-    The same sources, metric names and sampling as `nodereg trace` uses for phases, so a
-    microbenchmark config measured with this on a node compares with the phases traced there.
-    `cachegrind_inventory` (an Inventory, or None to skip) adds a cachegrind pass with the node's caches.
-    Raises UserError when the command fails. The working set needs the command to live a few
-    intervals (>= 0.3 s at the default interval): repeat a short kernel, or pass a smaller interval.
-    """
-    from registry.trace.tracer import observe  # tracer builds on this module: imported at call time
-
-    obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, omp=False)
-    if obs.run.status != "ok":
-        raise UserError(f"{argv[0]} {obs.run.status} (exit status {obs.run.exit_status}) while measuring "
-                        "its signature")
-    whole = [[0.0, obs.run.wall_s]]
-    sig = {"proc": proc_signature(rows_in(obs.run.samples, whole), llc_bytes,
-                                  wss_reads(obs.run.samples, whole, interval_s))}
-    if obs.counter_rows:
-        sig["counters"] = counter_signature(obs.counter_rows)
-    if cachegrind_inventory is not None:
-        stats = cachegrind.run(argv, cachegrind_inventory, cpus=cpus, env=env)
-        sig["cachegrind"] = cachegrind.metrics(stats.total)
-    return {src: m for src, m in sig.items() if m}
