@@ -142,6 +142,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@both_backends
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_interrupted_profile_leaves_nothing(db_url, binary, sig):
     env = dict(os.environ, NODEREG_DB=db_url)
