@@ -43,17 +43,14 @@ from registry.models.usl import UslModel
 DATA = Path(__file__).parent / "data"
 console = Console(width=170)   # the table has 10 columns: keep it readable in logs and pipes
 
-GOLDEN = {
-    (1000, 2): [15.84, 61.42, 118.01, 218.80, 381.90, 608.80],
-    (300, 2): [15.48, 56.14, 99.83, 163.40, 239.75, 300],
-    (120, 2): [14.77, 47.41, 75.05, 105.93, 120, 120],
-    (50, 2): [13.33, 34.78, 47.52, 50, 50, 50],
-    (220, 0): [16, 64, 128, 220, 220, 220],
-    (220, 0.5): [15.73, 59.72, 111.86, 186.64, 220, 220],
-    (220, 1): [15.47, 55.98, 99.33, 162.07, 220, 220],
-    (220, 1000): [14.98, 49.76, 81.18, 118.63, 154.20, 181.39],
-}
-GOLDEN_N = [16, 64, 128, 256, 512, 1024]
+
+def _load_golden() -> tuple[list[int], dict]:
+    """The published Downey speed-up table (scripts/data/downey_golden.json; tests read it too)."""
+    doc = json.loads((DATA / "downey_golden.json").read_text())
+    return doc["n"], {(r["A"], r["sigma"]): r["speedup"] for r in doc["rows"]}
+
+
+GOLDEN_N, GOLDEN = _load_golden()
 SINGLE_MODELS = {"loglog": LogLogModel, "downey": DowneyModel, "amdahl": AmdahlModel, "usl": UslModel}
 SCALING_MODELS = {**SINGLE_MODELS, "ensemble": EnsembleModel}
 COLUMNS = [*SCALING_MODELS, "selected", "extrap"]
