@@ -217,6 +217,15 @@ class RoofLine:
     linestyle: str = "-"
 
 
+def roofline_drawing(lines: Sequence[RoofLine], title: str):
+    """The draw function of a roofline panel: the lines, the title, the legend beside."""
+    def draw(ax) -> None:
+        roofline(ax, lines)
+        ax.set_title(title, loc="left")
+        legend_outside(ax)
+    return draw
+
+
 def roofline(ax, lines: Sequence[RoofLine]) -> None:
     """Attainable GFLOP/s against arithmetic intensity (FLOP/byte), log-log, ridge points marked."""
     slopes = [ln for ln in lines if ln.bandwidth_gbs]

@@ -91,11 +91,7 @@ def roofline_panel(profiles, colors, kernel: str) -> Panel | None:
     if not lines:
         return None
 
-    def draw(ax) -> None:
-        charts.roofline(ax, lines)
-        ax.set_title(f"Roofline ({kernel} memory bandwidth, FP peak)", loc="left")
-        charts.legend_outside(ax)
-    return draw
+    return charts.roofline_drawing(lines, f"Roofline ({kernel} memory bandwidth, FP peak)")
 
 
 def _level(levels, label):

@@ -102,11 +102,7 @@ def roofline_panel(prof: NodeProfile) -> Panel | None:
     if not lines:
         return None
 
-    def draw(ax) -> None:
-        charts.roofline(ax, lines)
-        ax.set_title(f"Roofline ({note})", loc="left")
-        charts.legend_outside(ax)
-    return draw
+    return charts.roofline_drawing(lines, f"Roofline ({note})")
 
 
 def thesis_figure(prof: NodeProfile):
