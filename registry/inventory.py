@@ -5,6 +5,7 @@ number of CPUs sharing each cache are intersected with the restriction, so a one
 configuration of a host is described as the one-core node it stands in for.
 """
 
+import functools
 import os
 import platform
 import re
@@ -103,7 +104,12 @@ def _lscpu_model() -> str | None:
 
 
 def compiler_version(cc: str | None = None) -> str | None:
-    cc = cc or os.environ.get("CC", "cc")
+    return _version_of(cc or os.environ.get("CC", "cc"))
+
+
+@functools.cache
+def _version_of(cc: str) -> str | None:
+    """`cc --version`'s first line; once per process (every build's cache key asks for it)."""
     if not shutil.which(cc):
         return None
     try:

@@ -5,6 +5,7 @@ so a new compiler or edited kernel rebuilds, and nothing is rebuilt otherwise. B
 temporary file first and are renamed into place, so a killed build never leaves a half binary.
 """
 
+import functools
 import hashlib
 import os
 import shutil
@@ -34,7 +35,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NODEREG_BUILD_CACHE") or platformdirs.user_cache_dir("nodereg")) / "build"
 
 
+@functools.cache
 def _supports(cc: str, flag: str) -> bool:
+    """Whether `cc` accepts `flag` (a test compile; once per process and flag)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "t.c"
         src.write_text("int main(void){return 0;}\n")
