@@ -28,8 +28,9 @@ from registry.models.base import ReferenceSet
 # that node (ws_level, < 63) in one integer; the throughput (work per second of the whole node:
 # bytes, else flops, else chains, else iterations x threads) is computed by the database.
 _RUNS = """
+SELECT * FROM (
 SELECT p.node_id, c.threads,
-       r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS combo,
+       CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
        CASE WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
             WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
             WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
@@ -39,7 +40,8 @@ JOIN (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_
      ON p.profile_id = r.profile_id
 JOIN ub_configs c ON c.config_id = r.config_id
 LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND lv.owner_id = r.run_id
-     AND lv.source = 'streams' AND lv.metric = 'ws_level'"""
+     AND lv.source = 'streams' AND lv.metric = 'ws_level') runs
+WHERE throughput > 0"""
 _CONFIGS = """
 SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json
 FROM ub_configs c JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
@@ -99,10 +101,11 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     node_table = node_table.reset_index(drop=True)
     runs = read_arrays(conn, _RUNS)
     node = pd.Index(node_table["node_id"]).get_indexer(runs["node_id"])
-    throughput = runs["throughput"].astype(float)
-    keep = (node >= 0) & np.isfinite(throughput) & (throughput > 0)
-    node, throughput = node[keep], throughput[keep]
-    threads, combo = runs["threads"].astype(np.int64)[keep], runs["combo"].astype(np.int64)[keep]
+    throughput = runs["throughput"].astype(float, copy=False)
+    threads, combo = runs["threads"].astype(np.int64, copy=False), runs["combo"].astype(np.int64, copy=False)
+    keep = (node >= 0) & np.isfinite(throughput)  # (positive throughput: selected by the query)
+    if not keep.all():  # copies of millions of runs only when some are left out
+        node, throughput, threads, combo = node[keep], throughput[keep], threads[keep], combo[keep]
     base_code = int(np.flatnonzero(node_table["node"].to_numpy() == base)[0])
     if not (node == base_code).any():
         raise UserError(f"the base node {base!r} has no profile: run `nodereg profile {base}` on it first")
