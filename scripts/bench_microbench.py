@@ -14,7 +14,9 @@ chase built here:
 
 Each comparison alternates ours and the reference for --rounds rounds and keeps each side's best
 round (another process on the machine slows single rounds; it rarely slows every one). The first
-likwid round tries every vector variant; later rounds rerun the best one.
+likwid round tries every vector variant; later rounds rerun the best one. Each side's spread over
+the rounds, (max - min) / max, is printed too: how well this machine lets any tool, the reference
+included, repeat a figure (the 5% repeatability target is only meaningful where likwid's is smaller).
 
     .venv/bin/python scripts/bench_microbench.py [--threads 1,2] [--rounds 3] [--default]
 """
@@ -122,15 +124,18 @@ def ours(driver: Driver, config: Config, metric: str, reps: int = 7, target: flo
             "ns": med / reply["iters"] * 1e9}[metric]
 
 
-def best_of(rounds: int, *probes):
-    """Alternate the probes `rounds` times; each probe's best (largest, or smallest for 'min' probes)."""
+def best_of(rounds: int, *probes) -> list[tuple[float | None, float | None]]:
+    """Alternate the probes `rounds` times; per probe its best (largest, or smallest for 'min'
+    probes) and its spread over the rounds, (max - min) / max: how repeatable a figure is on this
+    machine, for the reference tool as for ours."""
     results = [[] for _ in probes]
     for _ in range(rounds):
         for i, (fn, _) in enumerate(probes):
             value = fn()
             if value is not None:
                 results[i].append(value)
-    return [((min if kind == "min" else max)(r) if r else None) for r, (_, kind) in zip(results, probes)]
+    return [(((min if kind == "min" else max)(r), (max(r) - min(r)) / max(r)) if r else (None, None))
+            for r, (_, kind) in zip(results, probes)]
 
 
 def quick_profile(db: str, name: str) -> tuple[dict, float]:
@@ -204,7 +209,8 @@ def main() -> None:
                                  capture_output=True, text=True, check=True).stdout
             return float(out.split()[0])
 
-        o, r = best_of(args.rounds, (partial(ours, driver, chase, "ns", reps=5, target=0.2), "min"), (plain, "min"))
+        o, r = best_of(args.rounds, (partial(ours, driver, chase, "ns", reps=5, target=0.2), "min"),
+                       (plain, "min"))
         rows.append({"metric": "latency beyond LLC ns", "threads": 1, "ours": o, "ref": r, "target": "±10%",
                      "ws": chase.ws_bytes})
 
@@ -228,10 +234,12 @@ def main() -> None:
             default_wall = time.monotonic() - t0
 
     table = Table(title="nodereg microbenchmarks vs references", header_style="bold")
-    for col in ("metric", "threads", "working set", "ours", "reference", "ratio", "target", "ok"):
+    for col in ("metric", "threads", "working set", "ours", "reference", "ratio", "target", "ok",
+                "ours' spread", "reference's spread"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     failures = 0
     for r in rows:
+        (r["ours"], ours_spread), (r["ref"], ref_spread) = r["ours"], r["ref"]
         ratio = r["ours"] / r["ref"] if r["ours"] and r["ref"] else None
         if r["target"] == "±10%":
             ok = ratio is not None and abs(ratio - 1) <= 0.10
@@ -240,7 +248,8 @@ def main() -> None:
         failures += ratio is not None and not ok
         table.add_row(r["metric"], str(r["threads"]), f"{r['ws'] / 2**20:.2f} MiB" if r["ws"] else "",
                       f"{r['ours']:.2f}" if r["ours"] else "-", f"{r['ref']:.2f}" if r["ref"] else "-",
-                      f"{ratio:.3f}" if ratio else "-", str(r["target"]), "yes" if ok else ("-" if ratio is None else "NO"))
+                      f"{ratio:.3f}" if ratio else "-", str(r["target"]), "yes" if ok else ("-" if ratio is None else "NO"),
+                      *(f"{x:.1%}" if x is not None else "-" for x in (ours_spread, ref_spread)))
     console.print(table)
     if _BEST_VARIANT:
         console.print("best likwid-bench variants: " + ", ".join(sorted(set(_BEST_VARIANT.values()))))
