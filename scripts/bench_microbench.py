@@ -134,7 +134,8 @@ def best_of(rounds: int, *probes) -> list[tuple[float | None, float | None]]:
             value = fn()
             if value is not None:
                 results[i].append(value)
-    return [(((min if kind == "min" else max)(r), (max(r) - min(r)) / max(r)) if r else (None, None))
+    return [((min if kind == "min" else max)(r) if r else None,
+             (max(r) - min(r)) / max(r) if len(r) > 1 else None)   # no spread from one round
             for r, (_, kind) in zip(results, probes)]
 
 
@@ -239,17 +240,17 @@ def main() -> None:
         table.add_column(col, justify="left" if col == "metric" else "right")
     failures = 0
     for r in rows:
-        (r["ours"], ours_spread), (r["ref"], ref_spread) = r["ours"], r["ref"]
-        ratio = r["ours"] / r["ref"] if r["ours"] and r["ref"] else None
+        (our_best, our_spread), (ref_best, ref_spread) = r["ours"], r["ref"]   # (best, spread) of each side
+        ratio = our_best / ref_best if our_best and ref_best else None
         if r["target"] == "±10%":
             ok = ratio is not None and abs(ratio - 1) <= 0.10
         else:
             ok = ratio is not None and ratio >= r["target"]
         failures += ratio is not None and not ok
         table.add_row(r["metric"], str(r["threads"]), f"{r['ws'] / 2**20:.2f} MiB" if r["ws"] else "",
-                      f"{r['ours']:.2f}" if r["ours"] else "-", f"{r['ref']:.2f}" if r["ref"] else "-",
+                      f"{our_best:.2f}" if our_best else "-", f"{ref_best:.2f}" if ref_best else "-",
                       f"{ratio:.3f}" if ratio else "-", str(r["target"]), "yes" if ok else ("-" if ratio is None else "NO"),
-                      *(f"{x:.1%}" if x is not None else "-" for x in (ours_spread, ref_spread)))
+                      *(f"{x:.1%}" if x is not None else "-" for x in (our_spread, ref_spread)))
     console.print(table)
     if _BEST_VARIANT:
         console.print("best likwid-bench variants: " + ", ".join(sorted(set(_BEST_VARIANT.values()))))
