@@ -75,7 +75,7 @@ class EvalData:
                             feature_weights=dict(self.feature_weights))
 
     def query(self, app: str) -> Query:
-        return Query(name=app, features=self.features.loc[app].dropna(), base_time_s=float(self.base_time_s[app]))
+        return Query(name=app, signature=self.features.loc[app].dropna(), base_time_s=float(self.base_time_s[app]))
 
 
 def resolve_node(conn: sa.Connection, name: str) -> tuple[int, str]:

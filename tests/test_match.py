@@ -8,6 +8,9 @@ node `quad` (4 CPUs of the base's speed) is predicted with the app's own curve.
 """
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from conftest import assert_one_line_error, both_backends
@@ -61,6 +64,20 @@ def test_predictions_are_stored_and_file_argument_works(cli, registry):
     assert explained["b"]["phases"][0]["matches"] and "matches_in" not in explained["b"]
     assert explained["one"]["matches_in"] == "b" and "matches" not in explained["one"]["phases"][0]
     assert explained["one"]["phases"][0]["predicted_s"] > explained["fast"]["phases"][0]["predicted_s"]
+
+
+def test_match_on_duckdb_does_not_import_pandas(db_url, registry):
+    """Importing pandas alone is a sixth of `nodereg match` on a 10,000-node registry (docs/match.md)."""
+    if not db_url.startswith("duckdb"):
+        pytest.skip("PostgreSQL results are read through pandas")
+    code = ("import sys\nfrom registry.cli import main\nsys.argv = ['nodereg', 'match', 'app', '--json']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(sorted(m for m in ('pandas', 'pyarrow', 'sklearn') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "NODEREG_DB": db_url})
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout[:res.stdout.rindex("[")])["predictions"]
+    assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_match_errors(cli, registry, tmp_path):

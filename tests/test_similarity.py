@@ -7,7 +7,7 @@ import pytest
 from registry.db import open_registry
 from registry.match.similarity import SimilarityModel, load_weights, prior_weight
 from registry.models import plugins
-from registry.models.base import Query, ReferenceSet
+from registry.models.base import Matrix, Query, ReferenceSet
 
 
 def refs(features: dict, ratios: dict, weights=None) -> ReferenceSet:
@@ -36,11 +36,11 @@ def test_nearest_reference_ratio_times_base_time():
 
 def test_weighted_geometric_mean_of_the_k_nearest():
     m = SimilarityModel(k=2, shrink=0.0).fit(LINE)
-    d = m.distances(Query("q", pd.Series({"sar.x": 1.25}), 1.0))
-    near = d.nsmallest(2)
-    assert list(near.index) == ["b", "c"]
-    eps = 0.05 * d.median()
-    w = 1 / (near + eps)
+    query = Query("q", {"sar.x": 1.25}, 1.0)
+    near = m.nearest(query, 2)
+    assert [ref for ref, _ in near] == ["b", "c"]
+    eps = 0.05 * np.median(m.distances(query))
+    w = 1 / (np.array([d for _, d in near]) + eps)
     expected = np.exp((w * np.log([2.0, 4.0])).sum() / w.sum())
     out = predict(m, {"sar.x": 1.25}, base_s=1.0)
     assert out["n1"].predicted_s == pytest.approx(expected)
@@ -72,14 +72,15 @@ def test_distance_uses_only_the_features_both_have():
              {"a": {"n1": 1.0}, "b": {"n1": 2.0}, "c": {"n1": 4.0}})
     m = SimilarityModel(k=1, shrink=0.0, relevance_power=0).fit(r)
     # the query has no proc.y, and a counters feature no reference has: both are ignored
-    d = m.distances(Query("q", pd.Series({"sar.x": 1.0, "counters.z": 5.0}), 1.0))
-    assert d["b"] == pytest.approx(0.0)
+    def distances(signature):
+        return dict(zip(m.references, m.distances(Query("q", signature, 1.0))))
+
+    assert distances({"sar.x": 1.0, "counters.z": 5.0})["b"] == pytest.approx(0.0)
     # c lacks proc.y: compared on sar.x alone
-    d2 = m.distances(Query("q", pd.Series({"sar.x": 2.0, "proc.y": 0.0}), 1.0))
-    assert d2["c"] == pytest.approx(0.0)
+    assert distances({"sar.x": 2.0, "proc.y": 0.0})["c"] == pytest.approx(0.0)
     # nothing shared: no distance at all, the node median answers
-    none = m.distances(Query("q", pd.Series({"counters.z": 1.0}), 1.0))
-    assert none.isna().all()
+    assert np.isnan(list(distances({"counters.z": 1.0}).values())).all()
+    assert m.nearest(Query("q", {"counters.z": 1.0}, 1.0), 3) == []
     out = predict(m, {"counters.z": 1.0}, base_s=1.0, nodes=("n1",))
     assert out["n1"].predicted_s == pytest.approx(2.0)
 
@@ -142,3 +143,21 @@ def test_params_round_trip_and_plugin():
     assert "heaviest features" in m.describe()
     with pytest.raises(ValueError):
         SimilarityModel(k=0)
+
+
+def test_arrays_and_frames_give_the_same_model():
+    """`nodereg match` hands the model arrays (Matrix), evaluate and plugins DataFrames: one answer."""
+    f = LINE.features.rename(index={"a": "a2"})                    # rows of the ratios in another order
+    y = LINE.log_ratio.rename(index={"a": "a2"}).iloc[::-1]
+    from_frames = ReferenceSet("base", f, y)
+    from_arrays = ReferenceSet("base", Matrix.of(f), Matrix.of(y))
+    assert from_arrays.features.equals(f) and from_arrays.ratio_matrix.rows == list(f.index)
+    assert np.allclose(from_frames.ratio_matrix.values, y.loc[f.index].to_numpy())
+    q = {"sar.x": 1.7}
+    for k in (1, 3):
+        a = predict(SimilarityModel(k=k).fit(from_frames), q)
+        b = predict(SimilarityModel(k=k).fit(from_arrays), q)
+        assert all(a[n].predicted_s == pytest.approx(b[n].predicted_s) for n in ("n1", "n2"))
+    # a reference whose ratios are missing altogether is still a neighbour, measured nowhere
+    short = ReferenceSet("base", Matrix.of(f), Matrix.of(y.drop(index="d")))
+    assert np.isnan(short.ratio_matrix.values[list(f.index).index("d")]).all()

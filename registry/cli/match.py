@@ -21,7 +21,6 @@ def match(
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
     from registry.match.project import project, store_predictions
-    from registry.match.scaled import project_scaled
     from registry.models.plugins import model_class
     from registry.trace.lookup import find_trace
 
@@ -31,6 +30,8 @@ def match(
     with reg.begin() as conn:
         found = find_trace(conn, trace)
         if scaling:
+            from registry.match.scaled import project_scaled  # (pandas: not for the projection models)
+
             result = project_scaled(conn, found, model, base=base, nodes=targets)
         else:
             result = project(conn, found, model=model, base=base, nodes=targets)

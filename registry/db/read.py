@@ -24,8 +24,9 @@ def read_frame(conn: sa.Connection, sql: str, params: Mapping | None = None):
 
 
 def read_arrays(conn: sa.Connection, sql: str, params: Mapping | None = None) -> dict:
-    """Run `sql` and return {column: numpy array}, NULL as NaN in float columns. For results of
-    millions of rows, where building a DataFrame is half the cost (DuckDB hands over numpy arrays)."""
+    """Run `sql` and return {column: numpy array}, NULL as NaN in numeric columns and None in the
+    others. For results of millions of rows, where building a DataFrame is half the cost (DuckDB
+    hands over numpy arrays), and for `nodereg match`, which does not import pandas on DuckDB."""
     import numpy as np
 
     if conn.dialect.name == "duckdb":
@@ -36,5 +37,15 @@ def read_arrays(conn: sa.Connection, sql: str, params: Mapping | None = None) ->
     else:
         frame = read_frame(conn, sql, params)
         columns = {c: frame[c].to_numpy() for c in frame.columns}
-    return {c: np.ma.filled(a.astype(float), np.nan) if np.ma.isMaskedArray(a) else np.asarray(a)
-            for c, a in columns.items()}
+    return {c: _filled(a) if np.ma.isMaskedArray(a) else np.asarray(a) for c, a in columns.items()}
+
+
+def _filled(column):
+    """A masked (NULL-holding) column as a plain array: NaN for numbers, None for anything else."""
+    import numpy as np
+
+    if column.dtype.kind in "biuf":
+        return np.ma.filled(column.astype(float), np.nan)
+    out = np.asarray(column.data, dtype=object).copy()
+    out[np.ma.getmaskarray(column)] = None
+    return out

@@ -1,13 +1,14 @@
 """Writes that are fast on both backends.
 
-Row-by-row executemany costs ~0.3 ms a row on DuckDB, so bulk rows go through a DataFrame:
-DuckDB scans it directly (INSERT ... SELECT), PostgreSQL receives it with COPY. Both run on the
-caller's connection, inside the caller's transaction.
+Row-by-row executemany costs ~0.3 ms a row on DuckDB, so bulk rows go in as columns: DuckDB scans
+a DataFrame or a dict of numpy arrays in place (INSERT ... SELECT), PostgreSQL receives a DataFrame
+with COPY. Both run on the caller's connection, inside the caller's transaction.
 """
 
 import uuid
 from collections.abc import Mapping
 
+import numpy as np
 import sqlalchemy as sa
 
 
@@ -59,6 +60,12 @@ def allocate_ids(conn: sa.Connection, sequence: str, n: int) -> list[int]:
 
 def insert_rows(conn: sa.Connection, table: str, rows) -> int:
     """Insert many rows (a sequence of dicts with the same keys, or a DataFrame); returns the row count."""
+    if conn.dialect.name == "duckdb" and not hasattr(rows, "columns"):
+        # numpy columns, no DataFrame: `nodereg match` stores 10,000 predictions without importing pandas
+        rows = list(rows)
+        if rows:
+            _insert_duckdb(conn, table, {c: _column([r[c] for r in rows]) for c in rows[0]})
+        return len(rows)
     import pandas as pd  # here, not at module level: `nodereg` starts without pandas
 
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
@@ -77,6 +84,14 @@ def insert_rows(conn: sa.Connection, table: str, rows) -> int:
     return len(frame)
 
 
+def _column(values: list) -> np.ndarray:
+    """One column for DuckDB's scan of numpy arrays, which reads NaN and None as NULL. Object arrays:
+    DuckDB scans them 4x faster than numpy's fixed-width strings."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
 def _nulls_for_nan(frame):
     """Missing floats must arrive as SQL NULL, not as the float NaN; a float column that only holds
     whole numbers (an integer column with NULLs, as pandas reads it) goes back to integers, which
@@ -90,11 +105,12 @@ def _nulls_for_nan(frame):
     return out
 
 
-def _insert_duckdb(conn: sa.Connection, table: str, frame) -> None:
+def _insert_duckdb(conn: sa.Connection, table: str, data) -> None:
+    """`data`: a DataFrame or a dict of numpy columns, which DuckDB scans in place."""
     raw = conn.connection.driver_connection
     name = f"_nodereg_insert_{uuid.uuid4().hex}"
-    cols = ", ".join(frame.columns)
-    raw.register(name, frame)
+    cols = ", ".join(data.keys())
+    raw.register(name, data)
     try:
         raw.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")
     finally:

@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pandas as pd
-
 from registry.errors import UserError
 from registry.match.corredor_estimate import NodeTpi, project
 from registry.match.corredor_index import Comparison, Phase, Profile, Stream
@@ -47,7 +45,7 @@ class PhasesQuery(Query):
     def of(cls, name: str, phases: Sequence[Phase], total_s: float | None = None) -> PhasesQuery:
         """A query from phases alone; the total defaults to the phases' own time (full coverage)."""
         total = sum(p.time_s for p in phases) if total_s is None else float(total_s)
-        return cls(name, pd.Series(dtype=float), total, tuple(phases))
+        return cls(name, {}, total, tuple(phases))
 
 
 def _match_details(m: PhaseMatch) -> dict:

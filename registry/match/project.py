@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
-import pandas as pd
 import sqlalchemy as sa
 
 from registry.apps import ensure_app
@@ -132,12 +131,12 @@ def _fitted(profiles, model_name: str, mode: str, k: int, weights: dict, cache: 
     if (mode, k) not in cache:
         threads = refs_mod.threads_on(profiles, mode, k)
         by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
-        refset, info = refs_mod.reference_set(profiles, threads, weights)
+        refset, base_threads = refs_mod.reference_set(profiles, threads, weights)
         model = create(model_name, kind="projection")
         if NEEDS_SIGNATURES not in model.needs:
             raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
                             "does (e.g. similarity, gbt)")
-        cache[(mode, k)] = (by_name, info, model.fit(refset))
+        cache[(mode, k)] = (by_name, base_threads, model.fit(refset))
     return cache[(mode, k)]
 
 
@@ -151,14 +150,13 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes
         mode, k = "fixed", fixed_threads
     else:
         mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
-    threads, info, model = _fitted(profiles, model_name, mode, k, weights, cache)
-    query = Query(phase.name, pd.Series(_features(phase.signature), dtype=float), time_s)
+    threads, base_threads, model = _fitted(profiles, model_name, mode, k, weights, cache)
+    query = Query(phase.name, _features(phase.signature), time_s)
     preds = {p.node: p for p in model.predict(query, nodes)}
     matches = []
-    if hasattr(model, "distances"):
-        d = model.distances(query).dropna().sort_values().head(5)
-        matches = [{"config": key, "similarity": round(_similarity(v), 4), "threads": int(info.loc[key, "threads"])}
-                   for key, v in d.items()]
+    if hasattr(model, "nearest"):
+        matches = [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key])}
+                   for key, d in model.nearest(query, 5)]
     return PhaseResult(phase.name, time_s, mode, threads, preds, matches)
 
 

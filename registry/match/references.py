@@ -16,12 +16,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import sqlalchemy as sa
 
-from registry.db.read import read_arrays, read_frame
+from registry.db.read import read_arrays
 from registry.errors import UserError
-from registry.models.base import ReferenceSet
+from registry.models.base import Matrix, ReferenceSet
 
 # numbers only, one row per run of every node's latest profile: strings (names, keys) are mapped
 # on from the small tables below. `combo` is the config and the cache level its working set fits on
@@ -67,7 +66,7 @@ class Profiles:
     placement: np.ndarray       # per run: placement code
     config_id: np.ndarray       # per run
     throughput: np.ndarray      # per run: work per second of the whole node
-    features: pd.DataFrame      # the base node's runs: index config_id; columns 'source.metric'
+    features: Matrix            # the base node's runs: rows config_id; columns 'source.metric'
     n_cpus: dict[str, int]
 
     @property
@@ -75,81 +74,121 @@ class Profiles:
         return int(np.flatnonzero(self.node_names == self.base)[0])
 
     @functools.cached_property
-    def thread_counts(self) -> pd.DataFrame:
-        """The distinct (node code, thread count) pairs measured."""
-        code = pd.unique(self.node * (1 << 20) + self.threads)
-        return pd.DataFrame({"node": code >> 20, "threads": code & ((1 << 20) - 1)})
+    def measured_threads(self) -> np.ndarray:
+        """node code x thread count: whether the node's profile has runs at that many threads."""
+        seen = np.zeros((len(self.node_names), int(self.threads.max(initial=0)) + 1), dtype=bool)
+        seen[self.node, self.threads] = True
+        return seen
 
     def nodes(self) -> list[str]:
         return sorted(self.node_names[np.bincount(self.node, minlength=len(self.node_names)) > 0].tolist())
 
 
-def _family_key(combos: pd.DataFrame) -> pd.Series:
+def _family_key(ub: str, family: str, ws_level: int, params_json: str | None) -> str:
     """What a config *is*, whatever its thread count: memory kernels by cache level (their sizes
     follow each node's caches), the rest by their parameters."""
-    by_level = combos["family"].isin(["bandwidth", "latency"]) & combos["ws_level"].notna()
-    level = combos["ws_level"].map(lambda v: "memory" if v == 0 else f"L{int(v)}" if pd.notna(v) else "")
-    return combos["ub"] + "|" + level.where(by_level, combos["params_json"].fillna("{}"))
+    if family in ("bandwidth", "latency") and ws_level >= 0:
+        return f"{ub}|{'memory' if ws_level == 0 else f'L{ws_level}'}"
+    return f"{ub}|{params_json or '{}'}"
+
+
+def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Where each value is in `keys` (-1: absent), for non-negative integer ids: a lookup table when
+    the ids are small, as database ids are (millions of runs in one gather, not a hash per run)."""
+    keys, values = keys.astype(np.int64), values.astype(np.int64)
+    if not len(keys):
+        return np.full(len(values), -1, dtype=np.int64)
+    top = max(int(keys.max()), int(values.max(initial=0)))
+    if top > 16 * (len(keys) + len(values)) + (1 << 20):   # sparse ids: binary search instead
+        order = np.argsort(keys)
+        at = order[np.searchsorted(keys, values, sorter=order).clip(0, len(keys) - 1)]
+        return np.where(keys[at] == values, at, -1)
+    lut = np.full(top + 1, -1, dtype=np.int64)
+    lut[keys] = np.arange(len(keys))
+    return lut[values]
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each value, the distinct values sorted) for non-negative integers, as `_positions`."""
+    distinct = np.flatnonzero(np.bincount(values)) if len(values) and values.max() < 16 * len(values) + (1 << 20) \
+        else np.unique(values)
+    return _positions(distinct, values), distinct
+
+
+def _base_features(rows: dict) -> Matrix:
+    """The base node's signatures as configs x 'source.metric' (the first value of each)."""
+    cells: dict[tuple[int, str], float] = {}
+    for config, source, metric, value in zip(rows["config_id"], rows["source"], rows["metric"], rows["value"]):
+        if value is not None and value == value:
+            cells.setdefault((int(config), f"{source}.{metric}"), float(value))
+    configs = sorted({c for c, _ in cells})
+    features = sorted({f for _, f in cells})
+    values = np.full((len(configs), len(features)), np.nan)
+    row, col = {c: i for i, c in enumerate(configs)}, {f: i for i, f in enumerate(features)}
+    for (c, f), v in cells.items():
+        values[row[c], col[f]] = v
+    return Matrix(configs, features, values)
 
 
 def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None) -> Profiles:
-    node_table = read_frame(conn, _NODES)
-    if base not in set(node_table["node"]):
+    node_table = read_arrays(conn, _NODES)
+    names = node_table["node"]
+    if base not in set(names.tolist()):
         raise UserError(f"the base node {base!r} is not registered: profile it first (`nodereg profile {base}`)")
     if nodes:
-        node_table = node_table[node_table["node"].isin(set(nodes) | {base})]
-    node_table = node_table.reset_index(drop=True)
+        kept = np.isin(names, list(set(nodes) | {base}))
+        node_table = {c: a[kept] for c, a in node_table.items()}
+        names = node_table["node"]
     runs = read_arrays(conn, _RUNS)
-    node = pd.Index(node_table["node_id"]).get_indexer(runs["node_id"])
+    node = _positions(node_table["node_id"], runs["node_id"])
     throughput = runs["throughput"].astype(float, copy=False)
     threads, combo = runs["threads"].astype(np.int64, copy=False), runs["combo"].astype(np.int64, copy=False)
     keep = (node >= 0) & np.isfinite(throughput)  # (positive throughput: selected by the query)
     if not keep.all():  # copies of millions of runs only when some are left out
         node, throughput, threads, combo = node[keep], throughput[keep], threads[keep], combo[keep]
-    base_code = int(np.flatnonzero(node_table["node"].to_numpy() == base)[0])
+    base_code = int(np.flatnonzero(names == base)[0])
     if not (node == base_code).any():
         raise UserError(f"the base node {base!r} has no profile: run `nodereg profile {base}` on it first")
     # keys are computed once per distinct (config, level), then mapped back by integers
-    combo_code, combos = pd.factorize(combo)
-    table = pd.DataFrame({"config_id": combos // 64, "ws_level": (combos % 64 - 1).astype(float)})
-    table["ws_level"] = table["ws_level"].where(table["ws_level"] >= 0)
-    table = table.merge(read_frame(conn, _CONFIGS), on="config_id", how="left")
-    key_names, key_of_combo = np.unique(_family_key(table).to_numpy(dtype=str), return_inverse=True)
-    placement_of_combo, placement_names = pd.factorize(table["placement"].fillna(""))
-    feats = read_frame(conn, _FEATURES, {"node": int(node_table.loc[base_code, "node_id"])})
-    features = pd.DataFrame()
-    if not feats.empty:
-        feats["feature"] = feats["source"] + "." + feats["metric"]
-        features = feats.pivot_table(index="config_id", columns="feature", values="value", aggfunc="first")
-    n_cpus = node_table.set_index("node")["n_cpus"].fillna(1).astype(int).to_dict()
-    return Profiles(base, node_table["node"].to_numpy(dtype=object), key_names, node.astype(np.int64),
-                    key_of_combo[combo_code], threads, np.asarray(placement_names), placement_of_combo[combo_code],
-                    table["config_id"].to_numpy(dtype=np.int64)[combo_code], throughput, features, n_cpus)
+    combo_code, combos = _factorize(combo)
+    configs = read_arrays(conn, _CONFIGS)
+    config = {int(c): (u, f, p, j) for c, u, f, p, j in zip(configs["config_id"], configs["ub"], configs["family"],
+                                                            configs["placement"], configs["params_json"])}
+    keys, placements = [], []
+    for c in combos.tolist():
+        ub, family, placement, params = config.get(c // 64, ("", "", None, None))
+        keys.append(_family_key(ub, family, c % 64 - 1, params))
+        placements.append(placement or "")
+    key_names, key_of_combo = np.unique(np.array(keys, dtype=str), return_inverse=True)
+    placement_names, placement_of_combo = np.unique(np.array(placements, dtype=str), return_inverse=True)
+    base_id = int(node_table["node_id"][base_code])
+    features = _base_features(read_arrays(conn, _FEATURES, {"node": base_id}))
+    n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
+    return Profiles(base, names.astype(object), key_names, node.astype(np.int64),
+                    key_of_combo[combo_code], threads, placement_names.astype(object), placement_of_combo[combo_code],
+                    (combos // 64)[combo_code], throughput, features, n_cpus)
 
 
 def threads_on(profiles: Profiles, mode: str, k: int) -> np.ndarray:
     """The thread count each node's configs are taken at (by node code): all its CPUs ('all') or
     min(k, CPUs) ('fixed'), snapped to the largest count measured there that does not exceed it
-    (or the smallest measured, if none does)."""
-    pairs = profiles.thread_counts
-    cpus = pd.Series(profiles.n_cpus).reindex(profiles.node_names).fillna(1).to_numpy(dtype=float)
-    want = cpus[pairs["node"].to_numpy()]
+    (or the smallest measured, if none does; 0 for a node without runs)."""
+    seen = profiles.measured_threads
+    counts = np.arange(seen.shape[1])
+    want = np.array([profiles.n_cpus.get(n, 1) for n in profiles.node_names.tolist()], dtype=float)
     if mode != "all":
         want = np.minimum(want, k)
-    fitting = pairs[pairs["threads"].to_numpy() <= want].groupby("node")["threads"].max()
-    fallback = pairs.groupby("node")["threads"].min()
-    out = np.zeros(len(profiles.node_names), dtype=np.int64)
-    out[fallback.index] = fallback.to_numpy()
-    out[fitting.index] = fitting.to_numpy()
-    return out
+    fitting = np.where(seen & (counts <= want[:, None]), counts, -1).max(axis=1)
+    smallest = np.where(seen, counts, seen.shape[1]).min(axis=1)
+    return np.where(fitting >= 0, fitting, np.where(smallest < seen.shape[1], smallest, 0)).astype(np.int64)
 
 
 def reference_set(profiles: Profiles, threads: np.ndarray,
-                  weights: dict[str, float] | None = None) -> tuple[ReferenceSet, pd.DataFrame]:
+                  weights: dict[str, float] | None = None) -> tuple[ReferenceSet, dict[str, int]]:
     """References at these thread counts (by node code): features of the base node's configs,
     ln(time on node / on base).
 
-    Returns the set and a table describing each reference (for explanations).
+    Returns the set and each reference's thread count on the base node (for explanations).
     """
     p = profiles
     at = np.flatnonzero(p.threads == threads[p.node])
@@ -166,22 +205,19 @@ def reference_set(profiles: Profiles, threads: np.ndarray,
     matrix = np.full((len(p.key_names), len(p.node_names)), np.nan)
     matrix[p.key[order], p.node[order]] = p.throughput[order]
     rows = p.key[base_runs]
-    used = np.unique(p.node[at])
+    used = np.flatnonzero(np.bincount(p.node[at], minlength=len(p.node_names)))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_ratio = np.log(matrix[rows, base][:, None] / matrix[np.ix_(rows, used)])
-    names = p.key_names[rows]
-    log_ratio = pd.DataFrame(log_ratio, index=names, columns=p.node_names[used].astype(str))
-    features = p.features.reindex(p.config_id[base_runs])
-    features.index = names
-    features = features.dropna(axis=1, how="all")
-    if features.empty or features.shape[1] == 0:
+    names = p.key_names[rows].tolist()
+    features = p.features.take_rows(p.config_id[base_runs].tolist())
+    measured = ~np.isnan(features.values).all(axis=0)
+    if not len(names) or not measured.any():
         raise UserError(f"the profile of {p.base!r} has no signatures to compare phases with: "
                         "re-profile it with this version of nodereg")
-    info = pd.DataFrame({"threads": p.threads[base_runs], "placement": p.placement_names[p.placement[base_runs]]},
-                        index=names)
-    refs = ReferenceSet(base_node=p.base, features=features, log_ratio=log_ratio,
-                        feature_weights=dict(weights or {}))
-    return refs, info
+    features = Matrix(names, [c for c, m in zip(features.columns, measured) if m], features.values[:, measured])
+    refs = ReferenceSet(p.base, features, Matrix(names, p.node_names[used].astype(str).tolist(), log_ratio),
+                        feature_weights=weights)
+    return refs, dict(zip(names, p.threads[base_runs].tolist()))
 
 
 def thread_mode(cpu_util: float | None, trace_threads: int | None, base_cpus: int) -> tuple[str, int]:

@@ -31,10 +31,10 @@ distances), so 300 references x 10,000 nodes stay well under a second.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 import sqlalchemy as sa
 
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query, ReferenceSet
@@ -103,8 +103,8 @@ class SimilarityModel(ProjectionModel):
         out = {"k": self.k, "shrink": self.shrink, "relevance_power": self.relevance_power,
                "weights": self.weights, "z_interval": self.z_interval}
         if self._fitted:
-            out["features"] = {f: {"center": float(self.center[f]), "scale": float(self.scale[f]),
-                                   "weight": float(self.feature_weight[f])} for f in self.columns}
+            out["features"] = {f: {"center": float(c), "scale": float(s), "weight": float(w)}
+                               for f, c, s, w in zip(self.columns, self.center, self.scale, self._weight)}
         return out
 
     @classmethod
@@ -116,48 +116,57 @@ class SimilarityModel(ProjectionModel):
     def describe(self) -> str:
         if not self._fitted:
             return self.description
-        top = self.feature_weight.sort_values(ascending=False).head(5)
-        listed = ", ".join(f"{f} ({w:.2f})" for f, w in top.items())
+        top = sorted(self.feature_weight.items(), key=lambda fw: -fw[1])[:5]
+        listed = ", ".join(f"{f} ({w:.2f})" for f, w in top)
         return (f"{self.description}. Fitted on {len(self.z)} references x {self.y.shape[1]} nodes, "
                 f"k={self.k}, shrink={self.shrink}; heaviest features: {listed}")
 
-    # -- fit / predict -----------------------------------------------------------------------
+    # -- fit / predict (numpy arrays: no pandas on the `nodereg match` path) -------------------
 
-    def _transform(self, features: pd.DataFrame) -> pd.DataFrame:
+    def _transform(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
         """Features spanning decades (a working set from L1 to memory) are compared in log space."""
-        out = features.copy()
-        for col in self.log_columns:
-            if col in out:
-                out[col] = np.log(out[col].where(out[col] > 0))
+        log_columns = set(self.log_columns)
+        logged = [i for i, c in enumerate(columns) if c in log_columns]
+        if not logged:
+            return values
+        out = values.copy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[:, logged] = np.log(np.where(out[:, logged] > 0, out[:, logged], np.nan))
         return out
 
     def fit(self, refs: ReferenceSet) -> SimilarityModel:
-        features = refs.features.astype(float)
-        positive = ((features > 0) | features.isna()).all() & (features.notna().sum() >= 3)
+        x, ratios = refs.feature_matrix, refs.ratio_matrix
+        values, columns = np.array(x.values, dtype=float), list(x.columns)
+        missing = np.isnan(values)
+        positive = ((values > 0) | missing).all(axis=0) & ((~missing).sum(axis=0) >= 3)
         with np.errstate(divide="ignore", invalid="ignore"):
-            span = features.max() / features.min()
-        self.log_columns = [c for c in features.columns if positive[c] and span[c] >= LOG_SPAN]
-        features = self._transform(features)
-        y = refs.log_ratio.reindex(features.index).astype(float)
-        center = features.median()
-        scale = (features - center).abs().median() * 1.4826
-        scale = scale.where(scale > 0, features.std())
-        usable = [c for c in features.columns if np.isfinite(scale[c]) and scale[c] > 0]
-        self.columns = usable
+            span = np.where(missing, -np.inf, values).max(axis=0, initial=-np.inf) / \
+                np.where(missing, np.inf, values).min(axis=0, initial=np.inf)
+        self.log_columns = [c for c, pos, sp in zip(columns, positive, span) if pos and sp >= LOG_SPAN]
+        values = self._transform(values, columns)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):   # all-NaN columns: NaN, as meant
+            warnings.simplefilter("ignore", RuntimeWarning)
+            center = np.nanmedian(values, axis=0)
+            scale = np.nanmedian(np.abs(values - center), axis=0) * 1.4826
+            scale = np.where(scale > 0, scale, np.nanstd(values, axis=0, ddof=1))
+        usable = np.isfinite(scale) & (scale > 0)
+        self.columns = [c for c, u in zip(columns, usable) if u]
         self.center, self.scale = center[usable], scale[usable]
-        z = ((features[usable] - self.center) / self.scale).clip(-_CLIP, _CLIP)
+        with np.errstate(invalid="ignore"):
+            z = np.clip((values[:, usable] - self.center) / self.scale, -_CLIP, _CLIP)
         weights = self.weights if self.weights is not None else (refs.feature_weights or DEFAULT_WEIGHTS)
-        prior = np.array([prior_weight(c, weights) for c in usable], dtype=float)
-        yv = y.to_numpy()
+        prior = np.array([prior_weight(c, weights) for c in self.columns], dtype=float)
+        yv = ratios.values
         with np.errstate(all="ignore"):
             # np.median where nothing is missing: nanmedian's masked-array path is 4x slower on 10,000 nodes
             node_median = (np.full(yv.shape[1], np.nan) if not len(yv) else
                            np.nanmedian(yv, axis=0) if np.isnan(yv).any() else np.median(yv, axis=0))
-        w = prior * self._relevance(z.to_numpy(), yv, node_median) ** self.relevance_power
-        self.feature_weight = pd.Series(w / w.sum() if w.sum() > 0 else prior, index=usable)
-        self.z = z
-        self.y = y
-        self.node_median = pd.Series(node_median, index=y.columns)
+        w = prior * self._relevance(z, yv, node_median) ** self.relevance_power
+        self._weight = w / w.sum() if w.sum() > 0 else prior
+        self.feature_weight = dict(zip(self.columns, self._weight.tolist()))
+        self.references, self.z, self.y = list(x.rows), z, yv
+        self._node_index = {n: i for i, n in enumerate(ratios.columns)}
+        self.node_median = node_median
         self._fitted = True
         return self
 
@@ -177,31 +186,40 @@ class SimilarityModel(ProjectionModel):
         total = (yc**2).sum() / (n - 1)
         return (cov**2).sum(axis=1) / total if total > 0 else np.ones(z.shape[1])
 
-    def distances(self, query: Query) -> pd.Series:
-        """Weighted RMS standardised difference between the query and every reference (NaN: nothing shared)."""
-        q = self._transform(query.features.reindex(self.columns).astype(float).to_frame().T).iloc[0]
-        zq = ((q - self.center) / self.scale).clip(-_CLIP, _CLIP)
-        have_q = zq.notna().to_numpy()
-        w = self.feature_weight.to_numpy() * have_q
-        diff = self.z.to_numpy() - np.where(have_q, zq.to_numpy(), 0.0)
+    def distances(self, query: Query) -> np.ndarray:
+        """Weighted RMS standardised difference between the query and each of `self.references`
+        (NaN: nothing shared)."""
+        sig = query.signature
+        q = np.array([[float(sig[c]) if c in sig else np.nan for c in self.columns]])
+        q = self._transform(q, self.columns)[0]
+        with np.errstate(invalid="ignore"):
+            zq = np.clip((q - self.center) / self.scale, -_CLIP, _CLIP)
+        have_q = ~np.isnan(zq)
+        w = self._weight * have_q
+        diff = self.z - np.where(have_q, zq, 0.0)
         shared = np.isfinite(diff)
         wm = np.where(shared, w, 0.0)
         num = np.nansum(wm * np.nan_to_num(diff) ** 2, axis=1)
         den = wm.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             d = np.sqrt(num / den)
-        return pd.Series(np.where(den > 0, d, np.nan), index=self.z.index)
+        return np.where(den > 0, d, np.nan)
+
+    def nearest(self, query: Query, k: int) -> list[tuple[str, float]]:
+        """The k references nearest the query, with their distances (those sharing no feature left out)."""
+        d = self.distances(query)
+        order = [i for i in np.argsort(np.where(np.isnan(d), np.inf, d), kind="stable")[:k] if np.isfinite(d[i])]
+        return [(self.references[i], float(d[i])) for i in order]
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
         if not self._fitted:
             raise RuntimeError("fit the model before predicting")
         d = self.distances(query)
-        order = np.argsort(d.fillna(np.inf).to_numpy(), kind="stable")
-        dist = d.to_numpy()[order]
-        ids = d.index.to_numpy()[order]
-        columns = set(self.y.columns)
-        known = [n for n in nodes if n in columns]
-        ratios, cols = self.y.to_numpy(), self.y.columns.get_indexer(known)
+        order = np.argsort(np.where(np.isnan(d), np.inf, d), kind="stable")
+        dist = d[order]
+        ids = [self.references[i] for i in order[:self.k]]
+        known = [n for n in nodes if n in self._node_index]
+        ratios, cols = self.y, [self._node_index[n] for n in known]
         # only the nearest rows can vote: take the shortest prefix of references, in order of distance,
         # in which every node has k usable ones (usually k rows; 10,000 nodes x 300 references otherwise)
         rows = min(len(order), self.k)
@@ -221,7 +239,7 @@ class SimilarityModel(ProjectionModel):
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = (wts * yz).sum(axis=0) / wsum
             spread = np.sqrt((wts * (yz - mean) ** 2).sum(axis=0) / wsum)
-        med = self.node_median.reindex(known).to_numpy()
+        med = self.node_median[cols]
         est = np.where(wsum > 0, (1 - self.shrink) * mean + self.shrink * med, med)
         spread = np.where(wsum > 0, spread, np.nan)
         nearest = [{"reference": str(ids[i]), "distance": float(dist[i])}

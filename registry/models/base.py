@@ -19,13 +19,17 @@ Every prediction carries an interval and the warnings that apply to it.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from registry.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # what a model can need (declared in Model.needs)
 NEEDS_SIGNATURES = "signatures"        # query + reference signatures on the base node
@@ -34,18 +38,79 @@ NEEDS_STREAMS = "streams"              # thesis stream descriptors (size, stride
 NEEDS_SCALING_RUNS = "scaling_runs"    # runs of one app at several thread counts
 
 
-@dataclass
-class ReferenceSet:
-    """What projection models learn from, all seen from one base node."""
+@dataclass(frozen=True)
+class Matrix:
+    """A labelled 2-D float array (NaN = missing): what `nodereg match` hands a model instead of a
+    DataFrame, since importing pandas alone is a sixth of that command on a 10,000-node registry."""
 
-    base_node: str
-    features: pd.DataFrame          # index: reference id; columns: 'source.metric'; measured on the base node
-    log_ratio: pd.DataFrame         # index: reference id; columns: node; ln(time on node / time on base); NaN = unmeasured
-    node_features: pd.DataFrame | None = None   # index: node; numeric profile features
-    feature_weights: dict[str, float] = field(default_factory=dict)  # 'source.metric' or 'source.*' -> weight
+    rows: list
+    columns: list
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, table: Matrix | pd.DataFrame) -> Matrix:
+        """`table` as a Matrix (a DataFrame's cells as floats)."""
+        if isinstance(table, Matrix):
+            return table
+        return cls(list(table.index), list(table.columns), table.to_numpy(dtype=float))
+
+    def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.values, index=pd.Index(self.rows), columns=pd.Index(self.columns))
+
+    def take_rows(self, rows: list) -> Matrix:
+        """These rows, in this order; a row not here is all NaN."""
+        if list(rows) == self.rows:
+            return self
+        where = {r: i for i, r in enumerate(self.rows)}
+        out = np.full((len(rows), len(self.columns)), np.nan)
+        found = [(i, where[r]) for i, r in enumerate(rows) if r in where]
+        if found:
+            to, at = zip(*found)
+            out[list(to)] = self.values[list(at)]
+        return Matrix(list(rows), self.columns, out)
+
+
+class ReferenceSet:
+    """What projection models learn from, all seen from one base node.
+
+    * ``features``: index reference id; columns 'source.metric'; measured on the base node.
+    * ``log_ratio``: index reference id; columns node; ln(time on node / time on base); NaN = unmeasured.
+    * ``node_features``: index node; numeric profile features (optional).
+    * ``feature_weights``: 'source.metric' or 'source.*' -> weight.
+
+    ``features`` and ``log_ratio`` are given as DataFrames or Matrix objects and can be read as
+    either: models written with pandas read the DataFrames, ``similarity`` reads the arrays
+    (``feature_matrix``, ``ratio_matrix``), so that `nodereg match` never imports pandas.
+    """
+
+    def __init__(self, base_node: str, features: Matrix | pd.DataFrame, log_ratio: Matrix | pd.DataFrame,
+                 node_features: pd.DataFrame | None = None, feature_weights: Mapping[str, float] | None = None):
+        self.base_node = base_node
+        self._features, self._log_ratio = features, log_ratio
+        self.node_features = node_features
+        self.feature_weights = dict(feature_weights or {})
+
+    @functools.cached_property
+    def features(self) -> pd.DataFrame:
+        return self._features.frame() if isinstance(self._features, Matrix) else self._features
+
+    @functools.cached_property
+    def log_ratio(self) -> pd.DataFrame:
+        return self._log_ratio.frame() if isinstance(self._log_ratio, Matrix) else self._log_ratio
+
+    @functools.cached_property
+    def feature_matrix(self) -> Matrix:
+        return Matrix.of(self._features)
+
+    @functools.cached_property
+    def ratio_matrix(self) -> Matrix:
+        """The log ratios, rows in the order of `feature_matrix`."""
+        return Matrix.of(self._log_ratio).take_rows(self.feature_matrix.rows)
 
     def nodes(self) -> list[str]:
-        return list(self.log_ratio.columns)
+        return list(self._log_ratio.columns)
 
 
 @dataclass
@@ -53,8 +118,17 @@ class Query:
     """One phase (or whole app) measured on the base node."""
 
     name: str
-    features: pd.Series             # 'source.metric' -> value, on the base node
+    signature: Mapping[str, float]  # 'source.metric' -> value, on the base node (a dict or a pandas Series)
     base_time_s: float
+
+    @property
+    def features(self) -> pd.Series:
+        """The signature as a pandas Series, for models written with pandas."""
+        if hasattr(self.signature, "reindex"):
+            return self.signature
+        import pandas as pd
+
+        return pd.Series(dict(self.signature), dtype=float)
 
 
 @dataclass
@@ -196,9 +270,8 @@ def superlinear_pairs(threads: np.ndarray, times: np.ndarray, tolerance: float =
 
     Returns (n_low, n_high, measured speed-up); repeated runs are reduced to their median first.
     """
-    frame = pd.DataFrame({"n": threads, "t": times}).groupby("n")["t"].median().sort_index()
+    ns, ts = median_by_threads(threads, times)
     out = []
-    ns, ts = frame.index.to_numpy(), frame.to_numpy()
     for i in range(len(ns) - 1):
         speedup = ts[i] / ts[i + 1]
         if speedup > (ns[i + 1] / ns[i]) * (1 + tolerance):
@@ -208,5 +281,6 @@ def superlinear_pairs(threads: np.ndarray, times: np.ndarray, tolerance: float =
 
 def median_by_threads(threads: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Repeated runs at one thread count reduced to their median (sorted by thread count)."""
-    frame = pd.DataFrame({"n": threads, "t": times}).groupby("n")["t"].median().sort_index()
-    return frame.index.to_numpy(dtype=float), frame.to_numpy(dtype=float)
+    n, t = np.asarray(threads, dtype=float), np.asarray(times, dtype=float)
+    ns, group = np.unique(n, return_inverse=True)
+    return ns, np.array([np.median(t[group == i]) for i in range(len(ns))], dtype=float)

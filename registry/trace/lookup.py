@@ -9,6 +9,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from registry.errors import UserError
+from registry.trace import store
 from registry.trace.tracefile import Trace, read_trace
 
 
@@ -20,8 +21,6 @@ class FoundTrace:
 
 
 def find_trace(conn: sa.Connection, text: str) -> FoundTrace:
-    from registry.trace import store
-
     path = Path(text)
     if path.suffix == ".json" or path.is_file():
         trace = read_trace(path)

@@ -4,11 +4,13 @@
 into the same `Trace` the file format holds, so a stored trace can be exported again.
 """
 
+from __future__ import annotations
+
 import json
 import math
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import sqlalchemy as sa
 
 from registry.apps import ensure_app
@@ -17,6 +19,9 @@ from registry.db.write import allocate_ids, insert_returning, insert_rows, new_u
 from registry.errors import UserError
 from registry.nodes import require_node_id
 from registry.trace.tracefile import Phase, Trace, finite_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[int, str]:
@@ -52,6 +57,8 @@ def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[i
 
 
 def _sample_rows(trace_id: int, samples: dict[str, list]) -> pd.DataFrame:
+    import pandas as pd  # here: loading a trace (`nodereg match`) does not need pandas
+
     times = samples.get("t_s", [])
     frame = pd.DataFrame({k: v for k, v in samples.items() if k != "t_s"}, index=pd.Index(times, name="t_s"))
     long = frame.reset_index().melt(id_vars="t_s", var_name="metric", value_name="value").dropna()
@@ -86,12 +93,10 @@ def load(conn: sa.Connection, trace_id: int) -> Trace:
                     intervals=json.loads(p["intervals_json"]) if p.get("intervals_json")
                     else [[p["start_s"], p["end_s"]]],
                     signature=sigs.get(p["phase_id"], {}), iterations=p["iterations"]) for p in phase_rows]
-    samples = pd.read_sql_query(sa.text("SELECT t_s, metric, value FROM trace_samples WHERE trace_id = :id"),
-                                conn, params={"id": trace_id})
-    wide = samples.pivot(index="t_s", columns="metric", values="value").sort_index() if len(samples) else None
-    sample_cols = {"t_s": [] if wide is None else wide.index.tolist()}
-    if wide is not None:
-        sample_cols.update({m: [None if pd.isna(v) else v for v in wide[m]] for m in wide.columns})
+    cells = {(t, m): None if v is None or v != v else v for t, m, v in conn.execute(sa.text(
+        "SELECT t_s, metric, value FROM trace_samples WHERE trace_id = :id"), {"id": trace_id})}
+    times = sorted({t for t, _ in cells})
+    sample_cols = {"t_s": times, **{m: [cells.get((t, m)) for t in times] for m in sorted({m for _, m in cells})}}
     meta["uid"] = row["uid"]
     host = meta.pop("host", "")
     sources = meta.pop("sources", ["proc"])
