@@ -95,7 +95,7 @@ def _family_key(ub: str, family: str, ws_level: int, params_json: str | None) ->
 def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Where each value is in `keys` (-1: absent), for non-negative integer ids: a lookup table when
     the ids are small, as database ids are (millions of runs in one gather, not a hash per run)."""
-    keys, values = keys.astype(np.int64), values.astype(np.int64)
+    keys, values = keys.astype(np.int64, copy=False), values.astype(np.int64, copy=False)
     if not len(keys):
         return np.full(len(values), -1, dtype=np.int64)
     top = max(int(keys.max()), int(values.max(initial=0)))
@@ -164,7 +164,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     base_id = int(node_table["node_id"][base_code])
     features = _base_features(read_arrays(conn, _FEATURES, {"node": base_id}))
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
-    return Profiles(base, names.astype(object), key_names, node.astype(np.int64),
+    return Profiles(base, names.astype(object), key_names, node.astype(np.int64, copy=False),
                     key_of_combo[combo_code], threads, placement_names.astype(object), placement_of_combo[combo_code],
                     (combos // 64)[combo_code], throughput, features, n_cpus)
 
