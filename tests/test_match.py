@@ -92,6 +92,8 @@ def test_match_errors(cli, registry, tmp_path):
     doc = json.loads(registry.read_text())
     (tmp_path / "new.json").write_text(json.dumps({**doc, "version": 99}))
     assert_one_line_error(cli("match", str(tmp_path / "new.json")), "newer")
+    (tmp_path / "zero.json").write_text(json.dumps({**doc, "wall_s": 0.0}))   # found by tests/fuzz_readers.py
+    assert_one_line_error(cli("match", str(tmp_path / "zero.json")), "lasted 0 s")
 
 
 def test_base_without_profile(cli, db_url, tmp_path):

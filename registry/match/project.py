@@ -181,6 +181,9 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
     wall = base_time(conn, trace.name, base, float(trace.wall_s), traced_threads(trace, profiles.n_cpus[base]))
+    if not wall > 0:
+        raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
+                        "make up for it: a base time of 0 s projects to 0 s everywhere")
     weights = load_weights(conn)
     # a phase's share of the run, applied to the base time
     cache: dict = {}
