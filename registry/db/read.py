@@ -10,16 +10,21 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 
 
+def _duckdb_result(conn: sa.Connection, sql: str, params: Mapping | None):
+    """`sql` run by DuckDB's own connection (inside the caller's transaction), whose result can be
+    handed over as columns rather than fetched row by row."""
+    compiled = sa.text(sql).bindparams(**(params or {})).compile(
+        dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    values = [compiled.params[name] for name in compiled.positiontup] if compiled.positiontup else []
+    return conn.connection.driver_connection.execute(str(compiled), values)
+
+
 def read_frame(conn: sa.Connection, sql: str, params: Mapping | None = None):
     """Run `sql` (named :params) and return a pandas DataFrame."""
     import pandas as pd
 
     if conn.dialect.name == "duckdb":
-        compiled = sa.text(sql).bindparams(**(params or {})).compile(
-            dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-        values = [compiled.params[name] for name in compiled.positiontup] if compiled.positiontup else []
-        raw = conn.connection.driver_connection
-        return raw.execute(str(compiled), values).df()
+        return _duckdb_result(conn, sql, params).df()
     return pd.read_sql(sa.text(sql), conn, params=dict(params or {}))
 
 
@@ -30,10 +35,7 @@ def read_arrays(conn: sa.Connection, sql: str, params: Mapping | None = None) ->
     import numpy as np
 
     if conn.dialect.name == "duckdb":
-        compiled = sa.text(sql).bindparams(**(params or {})).compile(
-            dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-        values = [compiled.params[name] for name in compiled.positiontup] if compiled.positiontup else []
-        columns = conn.connection.driver_connection.execute(str(compiled), values).fetchnumpy()
+        columns = _duckdb_result(conn, sql, params).fetchnumpy()
     else:
         frame = read_frame(conn, sql, params)
         columns = {c: frame[c].to_numpy() for c in frame.columns}
