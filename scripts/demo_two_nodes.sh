@@ -3,24 +3,27 @@
 # node, predicted for the one-core node by `nodereg match`, then run there for real.
 # Prints predicted vs measured per application; the figures go to docs/match.md.
 #
-# usage: bash scripts/demo_two_nodes.sh [--mode quick|default] [--repeat N]
-# A registry in a temporary directory is used (your own registry is not touched); the machine
+# usage: bash scripts/demo_two_nodes.sh [--mode quick|default] [--repeat N] [--keep]
+# A registry in a temporary directory is used (your own registry is not touched; --keep leaves
+# that directory, with the traces and match answers, for a closer look); the machine
 # should be otherwise idle: parallel programs are very sensitive to other load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=quick
 REPEAT=5
+KEEP=
 while [ $# -gt 0 ]; do
     case "$1" in
         --mode) MODE=$2; shift 2 ;;
         --repeat) REPEAT=$2; shift 2 ;;
+        --keep) KEEP=1; shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
 NODEREG=${NODEREG:-$(command -v nodereg || echo .venv/bin/nodereg)}
 PY=$(dirname "$NODEREG")/python
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+if [ -n "$KEEP" ]; then echo "== working directory (kept): $WORK" >&2; else trap 'rm -rf "$WORK"' EXIT; fi
 export NODEREG_DB="duckdb:///$WORK/demo.duckdb"
 
 for prog in mem_omp cpu_omp serial; do

@@ -6,7 +6,7 @@ import pytest
 
 from registry.errors import UserError
 from registry.inventory import Cache, Inventory
-from registry.profile import catalog, sweep
+from registry.profile import catalog, signatures, sweep
 from registry.profile.placement import Cpu, order, placements
 from registry.profile.stats import RepPolicy, converged
 
@@ -102,10 +102,17 @@ def test_quick_plan_still_covers_every_level():
     assert len(plan.configs) < len(sweep.plan(fake_inventory(), flat_topology(), "default").configs) / 5
 
 
-def test_memory_level_writers_use_streaming_stores():
+def test_memory_level_writers_run_with_both_store_kinds_and_sign_with_ordinary_stores():
     plan = sweep.plan(fake_inventory(), flat_topology(), "quick", kernels=[catalog.get("triad"), catalog.get("load")])
+    kinds: dict[tuple, set[bool]] = {}
     for c in plan.configs:
-        assert c.nt == (c.ub.name == "triad" and c.level == "memory")
+        kinds.setdefault((c.ub.name, c.level, c.threads), set()).add(c.nt)
+    for (name, level, _), nts in kinds.items():
+        assert nts == ({False, True} if name == "triad" and level == "memory" else {False})
+    signed = signatures.representatives(plan.configs)
+    assert not any(c.nt for c in signed)
+    assert {(c.ub.name, c.threads) for c in signed if c.level == "memory"} == {
+        (k, t) for k in ("triad", "load") for t in plan.threads}
 
 
 def test_scatter_placement_where_it_differs():

@@ -12,6 +12,7 @@ both the per-core speed and the parallelism at once.
 """
 
 import functools
+import json
 import math
 from dataclasses import dataclass
 
@@ -86,9 +87,11 @@ class Profiles:
 
 def _family_key(ub: str, family: str, ws_level: int, params_json: str | None) -> str:
     """What a config *is*, whatever its thread count: memory kernels by cache level (their sizes
-    follow each node's caches), the rest by their parameters."""
+    follow each node's caches) and, for writers, the store kind ('triad|memory|nt': non-temporal
+    stores, which scale differently from ordinary ones); the rest by their parameters."""
     if family in ("bandwidth", "latency") and ws_level >= 0:
-        return f"{ub}|{'memory' if ws_level == 0 else f'L{ws_level}'}"
+        nt = family == "bandwidth" and bool(json.loads(params_json or "{}").get("nt"))
+        return f"{ub}|{'memory' if ws_level == 0 else f'L{ws_level}'}{'|nt' if nt else ''}"
     return f"{ub}|{params_json or '{}'}"
 
 

@@ -328,10 +328,14 @@ def _configs_for(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ..
         llc = data_caches(inv)[-1]
         for lvl, ws in sizes:
             n = _elems(ws / arrays, 8, 64 * t)
-            nt = ub.name in catalog.WRITERS and n * 8 * arrays > llc.size_bytes * _instances_used(
-                llc, True, cpus, topology, inv.threads_per_core)
-            out.append(Config(ub, t, placement, cpus, n=n, nt=nt, level=lvl,
-                              ws_level=level_of(inv, topology, cpus, n * 8 * arrays)))
+            beyond_llc = n * 8 * arrays > llc.size_bytes * _instances_used(llc, True, cpus, topology,
+                                                                         inv.threads_per_core)
+            # Beyond the last-level cache a writer runs with both store kinds: non-temporal stores
+            # reach the memory's bandwidth (the headline figure); ordinary stores, which also read
+            # every line they write, are what compiled loops do, and scale differently with threads.
+            for nt in ((False, True) if beyond_llc and ub.name in catalog.WRITERS else (False,)):
+                out.append(Config(ub, t, placement, cpus, n=n, nt=nt, level=lvl,
+                                  ws_level=level_of(inv, topology, cpus, n * 8 * arrays)))
     elif ub.family == "latency":
         if t not in chase_threads:
             return out
