@@ -1,7 +1,8 @@
 """Microbenchmark configs as the references of a projection, seen from a base node.
 
-A config is a reference when the base node's latest profile measured it: its signature there (every
-source but the thesis descriptors' bookkeeping) places it among the phases; its *throughput* (work
+A config is a reference when the base node's latest profile measured its signature (every source
+but the thesis descriptors' bookkeeping: the profile's representatives), which places it among the
+phases; its *throughput* (work
 done per second by the whole node) on every registered node says how times move between nodes.
 
 Thread counts: a phase that kept all the base node's CPUs busy is assumed to use all of a target's
@@ -207,12 +208,18 @@ def reference_set(profiles: Profiles, threads: np.ndarray,
     order = np.concatenate([at[~preferred], at[preferred]])
     matrix = np.full((len(p.key_names), len(p.node_names)), np.nan)
     matrix[p.key[order], p.node[order]] = p.throughput[order]
+    # only configs with a signature on the base node are references: the rest (most of a sweep) can
+    # never be a phase's neighbour, and would otherwise weigh in the model's per-node median ratio
+    # and feature relevances by how many of them the sweep happens to have
+    features = p.features.take_rows(p.config_id[base_runs].tolist())
+    signed = ~np.isnan(features.values).all(axis=1)
+    base_runs = base_runs[signed]
+    features = Matrix([r for r, s in zip(features.rows, signed) if s], features.columns, features.values[signed])
     rows = p.key[base_runs]
     used = np.flatnonzero(np.bincount(p.node[at], minlength=len(p.node_names)))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_ratio = np.log(matrix[rows, base][:, None] / matrix[np.ix_(rows, used)])
     names = p.key_names[rows].tolist()
-    features = p.features.take_rows(p.config_id[base_runs].tolist())
     measured = ~np.isnan(features.values).all(axis=0)
     if not len(names) or not measured.any():
         raise UserError(f"the profile of {p.base!r} has no signatures to compare phases with: "
