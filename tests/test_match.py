@@ -12,10 +12,12 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
+from registry.match import references
 from registry.nodes import ensure_node
 from registry.trace import store
 from registry.trace.tracefile import write_trace
@@ -50,6 +52,19 @@ def test_projection_follows_phase_kind_and_threads(cli, registry):
     assert phases["compute"]["matches"][0]["config"].startswith("peak_fma")
     assert phases["memory"]["matches"][0]["config"] == "triad|memory"
     assert all(p["low_s"] <= p["predicted_s"] <= p["high_s"] for p in out["predictions"])
+
+
+def test_only_configs_signed_on_the_base_are_references(db_url, registry):
+    """The unsigned non-temporal triad is measured on every node but is no reference: it could never
+    be a neighbour, and must not weigh in the per-node median ratio."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        profiles = references.load_profiles(conn, "b")
+    reg.close()
+    refs, _ = references.reference_set(profiles, references.threads_on(profiles, "all", 2))
+    assert sorted(refs.feature_matrix.rows) == ["load|L2", "peak_fma|{}", "triad|memory"]
+    assert "triad|memory|nt" in profiles.key_names.tolist()
+    assert not np.isnan(refs.feature_matrix.values).all(axis=1).any()
 
 
 def test_predictions_are_stored_and_file_argument_works(cli, registry):

@@ -2,8 +2,8 @@
 
 A config is a reference when the base node's latest profile measured its signature (every source
 but the thesis descriptors' bookkeeping: the profile's representatives), which places it among the
-phases; its *throughput* (work
-done per second by the whole node) on every registered node says how times move between nodes.
+phases; its *throughput* (work done per second by the whole node) on every registered node says how
+times move between nodes.
 
 Thread counts: a phase that kept all the base node's CPUs busy is assumed to use all of a target's
 CPUs (an OpenMP program does, by default), so on each node the config's counterpart is the one
