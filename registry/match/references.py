@@ -213,18 +213,17 @@ def reference_set(profiles: Profiles, threads: np.ndarray,
     # and feature relevances by how many of them the sweep happens to have
     features = p.features.take_rows(p.config_id[base_runs].tolist())
     signed = ~np.isnan(features.values).all(axis=1)
-    base_runs = base_runs[signed]
-    features = Matrix([r for r, s in zip(features.rows, signed) if s], features.columns, features.values[signed])
+    base_runs, values = base_runs[signed], features.values[signed]
     rows = p.key[base_runs]
     used = np.flatnonzero(np.bincount(p.node[at], minlength=len(p.node_names)))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_ratio = np.log(matrix[rows, base][:, None] / matrix[np.ix_(rows, used)])
     names = p.key_names[rows].tolist()
-    measured = ~np.isnan(features.values).all(axis=0)
+    measured = ~np.isnan(values).all(axis=0)
     if not len(names) or not measured.any():
         raise UserError(f"the profile of {p.base!r} has no signatures to compare phases with: "
                         "re-profile it with this version of nodereg")
-    features = Matrix(names, [c for c, m in zip(features.columns, measured) if m], features.values[:, measured])
+    features = Matrix(names, [c for c, m in zip(features.columns, measured) if m], values[:, measured])
     refs = ReferenceSet(p.base, features, Matrix(names, p.node_names[used].astype(str).tolist(), log_ratio),
                         feature_weights=weights)
     return refs, dict(zip(names, p.threads[base_runs].tolist()))
