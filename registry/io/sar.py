@@ -163,6 +163,7 @@ def _simulated_log_ratio(busy: np.ndarray, runq: np.ndarray | None, ncpu: int, c
     return float(np.log(np.mean(stretched)))
 
 
+@np.errstate(over="ignore", invalid="ignore")   # a corrupt sample overflows to inf, left out at the end
 def sar_signature(trace: SarTrace, *, ncpu: int | None, wall_s: float | None = None) -> dict[str, float]:
     """Summary metrics of one sar trace (source 'sar'); NaN-free: metrics that cannot be computed are left out.
 

@@ -192,7 +192,7 @@ class SimilarityModel(ProjectionModel):
         sig = query.signature
         q = np.array([[float(sig[c]) if c in sig else np.nan for c in self.columns]])
         q = self._transform(q, self.columns)[0]
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):   # a huge value clips to +-_CLIP, as meant
             zq = np.clip((q - self.center) / self.scale, -_CLIP, _CLIP)
         have_q = ~np.isnan(zq)
         w = self._weight * have_q
