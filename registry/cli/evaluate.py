@@ -10,16 +10,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeElapsedColumn
 
 from registry.cli.app import app, import_app, state
-from registry.cli.output import err_console, print_json, print_table
+from registry.cli.output import err_console, print_json, print_table, text_column
 from registry.errors import UserError
 
 
 @contextmanager
 def _progress(description: str, total: int | None = None):
-    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
+    columns = (text_column("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=True) as progress:
         task = progress.add_task(description, total=total)
 

@@ -2,6 +2,12 @@
 
 JSON and CSV go through plain `print` (never wrapped or coloured); tables and progress use rich.
 Messages for people go to stderr so that stdout stays parseable.
+
+Everything printed here is data (names, paths, SQL results): a node may be called `cn[01-04]` and a
+query may return '[red]hi[/red]' or ':x:'. So both consoles take strings literally (no markup, no
+emoji codes, no highlighting), tables are built of `Text` cells and titles (literal whatever console
+prints them), and progress columns render their descriptions as plain text. Styling is added
+explicitly, with `Text(..., style=...)` or a `style=` argument, never written into a string.
 """
 
 import csv
@@ -13,11 +19,14 @@ from decimal import Decimal
 
 import orjson
 from rich.console import Console
+from rich.progress import TextColumn
 from rich.table import Table
+from rich.text import Text
 
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+_LITERAL = {"markup": False, "emoji": False, "highlight": False}
+console = Console(soft_wrap=True, **_LITERAL)
+err_console = Console(stderr=True, soft_wrap=True, **_LITERAL)
 
 
 def _plain(value):
@@ -64,13 +73,18 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
     if not rows:
         err_console.print(empty)
         return
-    table = Table(title=title, header_style="bold")
+    table = Table(title=None if title is None else Text(title), header_style="bold")
     for col in columns:
         numeric = all(isinstance(_plain(r.get(col)), (int, float)) or r.get(col) is None for r in rows)
-        table.add_column(col, justify="right" if numeric else "left", overflow="fold")
+        table.add_column(Text(str(col)), justify="right" if numeric else "left", overflow="fold")
     for r in rows:
-        table.add_row(*(fmt_value(r.get(c)) for c in columns))
+        table.add_row(*(Text(fmt_value(r.get(c))) for c in columns))
     console.print(table)
+
+
+def text_column(text_format: str) -> TextColumn:
+    """A progress column of plain text: rich's default reads `{task.description}` as markup."""
+    return TextColumn(text_format, markup=False)
 
 
 def print_csv(rows: Iterable[Sequence], columns: Sequence[str]) -> None:

@@ -4,12 +4,12 @@ its microbenchmark profile."""
 from collections.abc import Sequence
 
 import typer
-from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
 from registry import cpulist
 from registry.cli.app import app, state
-from registry.cli.output import console, err_console, print_json, print_table
+from registry.cli.output import console, err_console, print_json, print_table, text_column
 from registry.errors import UserError
 
 
@@ -81,8 +81,8 @@ def profile(
     total = sum(estimate_s(c, prep.policy) for c in configs) + len(signed) * (signatures.WINDOW_S + 0.1)
     if cachegrind:
         total += sum(cachegrind_pass.estimate_s(c) for c in signed)
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-               TextColumn("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
+    columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
+               text_column("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), text_column("ETA"),
                TimeRemainingColumn())
     with Progress(*columns, console=err_console, transient=True) as progress:
         task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs) + len(signed) * (2 if cachegrind else 1))

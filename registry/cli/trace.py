@@ -7,6 +7,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 import typer
+from rich.text import Text
 
 from registry import cpulist
 from registry.cli.app import app, state
@@ -100,7 +101,7 @@ def trace(
     spinner = []  # no live display while the command runs: its own output owns the terminal
 
     def status(message: str) -> None:
-        spinner.append(err_console.status(message))
+        spinner.append(err_console.status(Text(message)))
         spinner[-1].start()
 
     try:

@@ -39,6 +39,7 @@ STYLE = {
     "figure.dpi": 100,
     "savefig.dpi": 110,
     "svg.fonttype": "none",   # text stays text in SVG: smaller, searchable, selectable
+    "text.parse_math": False,  # titles and legends show names as written: `$` in a name is not mathtext
 }
 
 # the same kernel keeps its colour in every chart of every report
