@@ -3,9 +3,8 @@
 import sqlalchemy as sa
 
 from registry.db import utcnow
-from registry.db.names import find_id, require_id
+from registry.db.names import check_name, find_id, require_id
 from registry.db.write import get_or_create
-from registry.errors import UserError
 
 
 def find_app_id(conn: sa.Connection, name: str) -> int | None:
@@ -14,8 +13,7 @@ def find_app_id(conn: sa.Connection, name: str) -> int | None:
 
 def ensure_app(conn: sa.Connection, name: str, description: str | None = None) -> int:
     """The app's id, created on first use (race-safe with concurrent writers)."""
-    if not name or not name.strip():
-        raise UserError("an app name must not be empty")
+    check_name(name, "app")
     return get_or_create(conn, "apps", {"name": name}, {"description": description, "created_at": utcnow()},
                          "app_id")
 

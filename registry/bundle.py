@@ -22,12 +22,15 @@ import sqlalchemy as sa
 from registry import __version__
 from registry.db import db_error, is_driver_error, utcnow
 from registry.db.migrate import current_version
+from registry.db.names import check_name
 from registry.db.relations import OWNER_TABLES, SPECS, Spec
 from registry.db.write import allocate_ids, insert_if_absent, insert_rows
 from registry.errors import StorageError, UserError
 
 FORMAT = "nodereg-bundle"
 FORMAT_VERSION = 1
+# tables whose names people give, checked as they enter (registry/db/names.py), and their noun
+_NAMED = {"nodes": "node", "apps": "app"}
 # columns that say whether two same-named nodes are the same hardware configuration
 NODE_CONTENT = ("cpu_model", "n_cpus", "cores", "sockets", "threads_per_core", "memory_bytes", "cpu_list")
 
@@ -188,6 +191,9 @@ class _Importer:
                 fresh.append(idx)
             else:
                 mapping[row[spec.pk]] = int(hit[spec.pk])
+        if spec.table in _NAMED:
+            for name in frame.loc[fresh, "name"]:
+                check_name(name, _NAMED[spec.table], "bundle")
         return frame.loc[fresh].copy()
 
     def _free_name(self, name: str, taken: set) -> str:

@@ -10,9 +10,8 @@ import json
 import sqlalchemy as sa
 
 from registry.db import utcnow
-from registry.db.names import find_id, require_id
+from registry.db.names import check_name, find_id, require_id
 from registry.db.write import get_or_create, insert_rows
-from registry.errors import UserError
 from registry.inventory import Inventory
 
 NODE_COLUMNS = ("name", "host", "cpu_list", "n_cpus", "cpu_model", "sockets", "cores", "threads_per_core",
@@ -40,8 +39,7 @@ def require_node_id(conn: sa.Connection, name: str) -> int:
 
 def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, source: str = "profile") -> int:
     """The node's id, creating it (or refreshing its inventory when `inv` is given)."""
-    if not name or not name.strip():
-        raise UserError("a node name must not be empty")
+    check_name(name, "node")
     row = inventory_row(name, inv, source) if inv is not None else {"name": name, "source": source}
     node_id = get_or_create(conn, "nodes", {"name": name}, {**row, "created_at": utcnow()}, "node_id")
     if inv is not None:  # refresh: the node may have been created bare (by runs) or re-inventoried

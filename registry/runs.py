@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from registry.apps import ensure_app, find_app_id, require_app_id
 from registry.db import utcnow
+from registry.db.names import check_name
 from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.nodes import ensure_node, find_node_id, require_node_id
@@ -73,7 +74,7 @@ def add_runs(conn: sa.Connection, rows: list[RunRow], source: str) -> list[str]:
 
 def add_run(conn: sa.Connection, app: str, node: str, threads, time_s, source: str = "cli") -> str:
     n, t = check_run(threads, time_s)
-    return add_runs(conn, [RunRow(app, node, n, t)], source)[0]
+    return add_runs(conn, [RunRow(check_name(app, "app"), check_name(node, "node"), n, t)], source)[0]
 
 
 @dataclass
@@ -114,11 +115,9 @@ def _parse_runs(path: Path, reader: csv.DictReader) -> list[RunRow]:
         if None in record or any(record.get(c) is None for c in CSV_COLUMNS):
             raise UserError(f"{path}: line {line}: expected {len(header)} fields")
         app, node = record["app"].strip(), record["node"].strip()
-        if not app or not node:
-            raise UserError(f"{path}: line {line}: app and node must not be empty")
-        if "\x00" in app + node:        # PostgreSQL cannot store it in text
-            raise UserError(f"{path}: line {line}: app and node must not contain NUL characters")
         try:
+            check_name(app, "app")
+            check_name(node, "node")
             n, t = check_run(record["threads"], record["time_s"])
         except UserError as exc:
             raise UserError(f"{path}: line {line}: {exc}") from None

@@ -156,8 +156,8 @@ def reference_runs(data: bytes) -> list[tuple] | None:
 
     Independent of the importer: the file is UTF-8 (a BOM allowed) read by the csv module; the header
     names app, node, threads and time_s exactly once each (extra columns allowed, names stripped);
-    every non-blank record has no more cells than the header and all four; names are non-empty
-    after stripping and hold no NUL; threads is a plain whole number 1..2**31-1, time_s a plain
+    every non-blank record has no more cells than the header and all four; names after stripping
+    are 1-200 characters, all printable (no NUL, line breaks or other control characters); threads is a plain whole number 1..2**31-1, time_s a plain
     decimal number, finite and > 0; at least one run.
     """
     try:
@@ -178,7 +178,7 @@ def reference_runs(data: bytes) -> list[tuple] | None:
         if len(record) > len(header) or max(where) >= len(record):
             return None
         app, node, threads, time_s = (record[i].strip() for i in where)
-        if not app or not node or "\x00" in app + node:
+        if not all(0 < len(name) <= 200 and name.isprintable() for name in (app, node)):
             return None
         if not _ASCII_INT.fullmatch(threads) or not 1 <= int(threads) <= MAX_THREADS:
             return None

@@ -66,7 +66,7 @@ def test_csv_import_keeps_repetitions_and_creates_apps_and_nodes(registry, tmp_p
     ("app,node,threads,time_s\nlu,n1,1,10\nlu,n1,2,-5\n", "line 3: time_s must be a number of seconds > 0"),
     ("app,node,threads,time_s\nlu,n1,1,10,extra\n", "line 2: expected 4 fields"),
     ("app,node,threads,time_s\nlu,n1,1\n", "line 2: expected 4 fields"),
-    ("app,node,threads,time_s\n,n1,1,10\n", "line 2: app and node must not be empty"),
+    ("app,node,threads,time_s\n,n1,1,10\n", "line 2: the app name must not be empty"),
     ("app,node,threads,time_s\n", "no runs in the file"),
     ("", "lacks the column(s) app, node, threads, time_s"),
 ])

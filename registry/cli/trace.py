@@ -12,6 +12,7 @@ from rich.text import Text
 from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.output import err_console, print_json, print_table
+from registry.db.names import check_name
 from registry.errors import UserError
 from registry.nodes import node_inventory, require_node_id
 
@@ -82,6 +83,7 @@ def trace(
 
     argv = list(command or [])
     check_command(argv)
+    check_name(Path(argv[0]).name if name is None else name, "app")   # before anything runs or is stored
     probe = shlex.split(probe_cmd) if probe_cmd else None
     if probe_cmd is not None and not probe:
         raise UserError("--probe-cmd is empty")

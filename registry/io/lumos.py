@@ -16,7 +16,9 @@ an app per workload, a run per completed ``report.json`` (its elapsed time), and
 ``sar.csv`` with all its numeric samples, one ``whole`` phase and that phase's signature (source
 ``sar``: ``registry.io.sar.sar_signature``; source ``meta``: the framework and data size, which
 are known whenever the app is traced). Incomplete runs (``completed: false``, no elapsed time)
-are skipped and counted; a run whose trace is missing or unreadable is stored without a trace.
+are skipped and counted, as are runs whose VM type or workload folder name is not a usable node or
+app name (registry.db.names: a line break, say); a run whose trace is missing or unreadable is
+stored without a trace.
 
 Run and trace uids are UUID5 of cloud / sampling interval / VM / run folder, so importing the
 same data again (in either layout) adds nothing. Everything is written in one transaction.
@@ -39,6 +41,7 @@ import sqlalchemy as sa
 
 from registry.apps import ensure_app
 from registry.db import Registry, utcnow
+from registry.db.names import check_name
 from registry.db.write import allocate_ids, insert_returning, insert_rows
 from registry.errors import UserError
 from registry.io.sar import SarTrace, read_sar_csv, sample_times, sar_signature
@@ -209,6 +212,12 @@ def _completed(report: dict) -> bool:
 def parse_run(rd: RunDir) -> ParsedRun:
     """Read one run folder; never raises for bad content (the problem is recorded instead)."""
     out = ParsedRun(rd)
+    try:
+        check_name(f"{rd.cloud}/{rd.vm}", "node")
+        check_name(rd.app, "app")
+    except UserError:
+        out.problem = "unusable VM type or workload name"
+        return out
     report_path = rd.path / _REPORT
     if not report_path.is_file():
         out.problem = "no report.json"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from registry import __version__
 from registry.db import Registry, utcnow
+from registry.db.names import check_name
 from registry.errors import UserError
 from registry.inventory import Inventory, collect, compiler_version
 from registry.microbench.build import build_flags_description
@@ -49,8 +50,7 @@ class Prepared:
 
 def prepare(opts: ProfileOptions) -> Prepared:
     """Inventory and plan (no measurement yet)."""
-    if not opts.node or not opts.node.strip():
-        raise UserError("a node name must not be empty")
+    check_name(opts.node, "node")
     if opts.reps is not None and opts.reps < 1:
         raise UserError("--reps must be at least 1")
     if opts.cachegrind and not cachegrind.available():

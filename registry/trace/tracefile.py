@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from registry.db.names import check_name
 from registry.errors import UserError
 
 FORMAT = "nodereg-trace"
@@ -123,9 +124,9 @@ def read_trace(path: Path | str) -> Trace:
         raise UserError(f"trace file {path} has unsupported format version {version}")
     where = f"trace file {path}"
     _check_fields(doc, _REQUIRED, where)
-    for key in ("name", "node"):
-        if "\x00" in doc[key]:            # PostgreSQL cannot store it in text
-            raise UserError(f"{where}: field {key!r} contains a NUL character")
+    check_name(doc["name"], "app", where)      # the name enters the registry when the trace is stored
+    if "\x00" in doc["node"]:            # only looked up, but PostgreSQL cannot compare text with NUL
+        raise UserError(f"{where}: field 'node' contains a NUL character")
     samples = _optional(doc, "samples", dict, where, {})
     for column, values in samples.items():
         if not isinstance(values, list) or not all(v is None or _is_finite(v) for v in values):
