@@ -14,24 +14,49 @@ import sys
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
+from registry import __version__
 from registry.db import open_registry
+from registry.match import project as project_module
 from registry.match import references
 from registry.nodes import ensure_node
 from registry.trace import store
 from registry.trace.tracefile import write_trace
 from registry_data import fake_inventory, profile_at_speeds, three_phase_trace
 
-@pytest.fixture
-def registry(db_url, tmp_path):
+def _populate(db_url) -> str:
+    """Three profiled nodes and the app's trace on `b`; returns the trace's uid."""
     reg = open_registry(db_url)
     with reg.begin() as conn:
         for node, cpus in (("b", 2), ("fast", 2), ("one", 1)):
             profile_at_speeds(conn, node, cpus, base=node == "b")
-        store.save(conn, three_phase_trace())
+        _, uid = store.save(conn, three_phase_trace())
     reg.close()
+    return uid
+
+
+@pytest.fixture
+def registry(db_url, tmp_path):
+    _populate(db_url)
     return write_trace(three_phase_trace(), tmp_path / "app.json")
+
+
+def _query(db_url, sql: str) -> list[dict]:
+    reg = open_registry(db_url)
+    try:
+        with reg.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(sa.text(sql))]
+    finally:
+        reg.close()
+
+
+def _sets(db_url) -> list[tuple]:
+    """The stored prediction sets, oldest first: (model, version, time stored, rows)."""
+    return [tuple(r.values()) for r in _query(db_url, (
+        "SELECT model_name, model_version, created_at, count(*) AS n FROM predictions "
+        "GROUP BY model_name, model_version, created_at ORDER BY min(prediction_id)"))]
 
 pytestmark = both_backends
 
@@ -141,3 +166,64 @@ def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registr
     assert out["model"] == "amdahl+similarity" and [p["node"] for p in out["predictions"]][0] == "quad"
     assert all(p["low_s"] <= p["predicted_s"] <= p["high_s"] for p in out["predictions"])
     assert_one_line_error(cli("match", "app", "--model", "downey"), "needs runs at >= 3 thread counts")
+    # each prediction set names its model and version: the scaling model's with the projection's
+    assert [s[:2] for s in _sets(db_url)] == [("amdahl+similarity", f"{__version__}+{__version__}"),
+                                             ("similarity", __version__)]
+    assert out["model_version"] == f"{__version__}+{__version__}"
+
+
+def test_no_store_shows_and_stores_nothing(cli, db_url, registry):
+    res = cli("match", "app", "--no-store", "--json")
+    assert res.code == 0, res.err
+    assert [p["node"] for p in json.loads(res.out)["predictions"]] == ["fast", "b", "one"]
+    assert _sets(db_url) == []
+
+
+def _during_projection(monkeypatch, action) -> list:
+    """Run `action()` once, when `match` projects its first phase; returns the list its result goes to."""
+    seen = []
+    project_phase = project_module._project_phase
+
+    def meanwhile(*args, **kwargs):
+        if not seen:
+            seen.append(action())
+        return project_phase(*args, **kwargs)
+
+    monkeypatch.setattr(project_module, "_project_phase", meanwhile)
+    return seen
+
+
+def _writes_meanwhile(db_url) -> str:
+    """Another process adds a run; on PostgreSQL, also what this process holds open then."""
+    res = subprocess.run([sys.executable, "-m", "registry", "--db", db_url, "runs", "add", "other", "b", "--threads",
+                          "1", "--time", "1"], capture_output=True, text=True, timeout=120)
+    if res.returncode:
+        return res.stderr
+    if db_url.startswith("postgresql"):
+        eng = sa.create_engine(db_url.replace("postgresql://", "postgresql+psycopg://"))
+        with eng.connect() as conn:
+            open_here = conn.execute(sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state LIKE 'idle in transaction%'")).scalar_one()
+        eng.dispose()
+        if open_here:
+            return f"{open_here} transaction(s) open"
+    return "written"
+
+
+def test_match_projects_with_no_registry_transaction_open(cli, db_url, registry, monkeypatch):
+    """It computed inside its write transaction: on DuckDB holding the file lock for the whole projection.
+    While it projects now, another process writes to a DuckDB registry; on PostgreSQL no transaction of
+    this process is open."""
+    seen = _during_projection(monkeypatch, lambda: _writes_meanwhile(db_url))
+    res = cli("match", "app")
+    assert res.code == 0, res.err
+    assert seen == ["written"]
+    assert _sets(db_url)[0][3] == 3 and _query(db_url, "SELECT name FROM apps WHERE name = 'other'")
+
+
+def test_a_node_removed_while_match_projects_stores_nothing(cli, db_url, registry, monkeypatch):
+    seen = _during_projection(monkeypatch, lambda: subprocess.run(
+        [sys.executable, "-m", "registry", "--db", db_url, "nodes", "rm", "one", "--yes"], timeout=120).returncode)
+    assert_one_line_error(cli("match", "app"), "one left the registry while `match` computed")
+    assert seen == [0] and _sets(db_url) == []
