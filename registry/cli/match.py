@@ -23,20 +23,23 @@ def match(
     """Rank the registered nodes by the predicted time of a traced application."""
     from registry.match.project import load_inputs, model_identity, project
     from registry.match.scaled import project_scaled
-    from registry.match.stored import store_predictions
+    from registry.match.stored import inputs_digest, latest_digest, store_predictions
     from registry.trace.lookup import find_trace
 
     identity = model_identity(model)  # an unknown model fails before any work
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
     st = state(ctx)
-    with st.registry(readonly=True).connect() as conn:
+    with _reader(st).connect() as conn:
         found = find_trace(conn, trace)
         inputs = load_inputs(conn, found, base=base, nodes=targets)
+        digest = None if no_store else inputs_digest(conn, inputs, identity)
+        if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
+            digest = None  # this set is stored already
     st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
     scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
     result = project_scaled(inputs, model) if scaling else project(inputs, model=model)
-    if not no_store:
-        st.registry().write(lambda conn: store_predictions(conn, inputs, result))
+    if digest is not None:
+        st.registry().write(lambda conn: store_predictions(conn, inputs, result, digest))
     if top:
         result.nodes = result.nodes[:top]
     if as_json:
@@ -57,3 +60,15 @@ def match(
     for w in result.warnings:
         err_console.print(f"warning: {w}")
 
+
+def _reader(st):
+    """The registry, read-only, at this nodereg's schema: an older one is migrated first (through a
+    writable open), since `match` reads and stores columns the older schema lacks."""
+    from registry.db.migrate import current_version, latest_version
+
+    reg = st.registry(readonly=True)
+    with reg.connect() as conn:
+        if current_version(conn) >= latest_version():
+            return reg
+    st.registry()
+    return st.registry(readonly=True)
