@@ -79,7 +79,7 @@ def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
         ("phase_streams", f"phase_id IN ({q['phases']})"),
         ("phases", f"trace_id IN ({q['traces']})"),
         ("trace_samples", f"trace_id IN ({q['traces']})"),
-        ("predictions", f"node_id = :id OR trace_id IN ({q['traces']})"),
+        ("predictions", f"node_id = :id OR base_node_id = :id OR trace_id IN ({q['traces']})"),
         ("traces", "node_id = :id"),
         ("runs", "node_id = :id"),
         ("node_caches", "node_id = :id"),

@@ -11,27 +11,54 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
-from registry.db import open_registry
+from registry import __version__
+from registry.db import migrate, open_registry
+from registry.match import project as project_module
 from registry.match import references
+from registry.db.write import insert_rows, new_uid
 from registry.nodes import ensure_node
 from registry.trace import store
 from registry.trace.tracefile import write_trace
 from registry_data import fake_inventory, profile_at_speeds, three_phase_trace
 
-@pytest.fixture
-def registry(db_url, tmp_path):
+def _populate(db_url) -> str:
+    """Three profiled nodes and the app's trace on `b`; returns the trace's uid."""
     reg = open_registry(db_url)
     with reg.begin() as conn:
         for node, cpus in (("b", 2), ("fast", 2), ("one", 1)):
             profile_at_speeds(conn, node, cpus, base=node == "b")
-        store.save(conn, three_phase_trace())
+        _, uid = store.save(conn, three_phase_trace())
     reg.close()
+    return uid
+
+
+@pytest.fixture
+def registry(db_url, tmp_path):
+    _populate(db_url)
     return write_trace(three_phase_trace(), tmp_path / "app.json")
+
+
+def _query(db_url, sql: str) -> list[dict]:
+    reg = open_registry(db_url)
+    try:
+        with reg.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(sa.text(sql))]
+    finally:
+        reg.close()
+
+
+def _sets(db_url) -> list[tuple]:
+    """The stored prediction sets, oldest first: (model, version, digest, rows)."""
+    return [tuple(r.values()) for r in _query(db_url, (
+        "SELECT model_name, model_version, inputs_digest, count(*) AS n FROM predictions "
+        "GROUP BY model_name, model_version, inputs_digest, created_at ORDER BY min(prediction_id)"))]
 
 pytestmark = both_backends
 
@@ -141,3 +168,152 @@ def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registr
     assert out["model"] == "amdahl+similarity" and [p["node"] for p in out["predictions"]][0] == "quad"
     assert all(p["low_s"] <= p["predicted_s"] <= p["high_s"] for p in out["predictions"])
     assert_one_line_error(cli("match", "app", "--model", "downey"), "needs runs at >= 3 thread counts")
+    # each prediction set names its model and version: the scaling model's with the projection's
+    assert [s[:2] for s in _sets(db_url)] == [("amdahl+similarity", f"{__version__}+{__version__}"),
+                                             ("similarity", __version__)]
+    assert out["model_version"] == f"{__version__}+{__version__}"
+
+
+def test_looks_at_an_unchanged_registry_store_one_set(cli, db_url, registry):
+    """Every look stored the same set again (4 copies after 4 looks); now one set per trace, model and
+    state of what the prediction is made from."""
+    for args in ([], ["--json"], ["--explain"], ["--json", "--explain", "--top", "1"]):
+        assert cli("match", "app", *args).code == 0
+    (first,) = _sets(db_url)
+    assert first[:2] == ("similarity", __version__) and first[3] == 3
+    # a run on another node is not an input of this prediction
+    assert cli("runs", "add", "app", "fast", "--threads", "2", "--time", "9").code == 0
+    assert cli("match", "app").code == 0
+    assert _sets(db_url) == [first]
+    # a run on the base node (the base time) and a newly profiled node are: a new set each
+    assert cli("runs", "add", "app", "b", "--threads", "2", "--time", "20").code == 0
+    assert cli("match", "app", "--json").code == 0
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        profile_at_speeds(conn, "quad", 4, base=False)
+    reg.close()
+    assert cli("match", "app").code == 0
+    assert cli("match", "app").code == 0
+    sets = _sets(db_url)
+    assert [n for *_, n in sets] == [3, 3, 4] and len({d for _, _, d, _ in sets}) == 3
+
+
+def test_a_state_seen_before_replaces_its_older_set(cli, db_url, registry):
+    """Back to an earlier state (the newly profiled node removed): its set is stored anew, as the latest,
+    and the older copy goes."""
+    assert cli("match", "app").code == 0
+    (before,) = _sets(db_url)
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        profile_at_speeds(conn, "quad", 4, base=False)
+    reg.close()
+    assert cli("match", "app").code == 0
+    assert cli("nodes", "rm", "quad", "--yes").code == 0
+    assert cli("match", "app").code == 0
+    sets = _sets(db_url)
+    assert len(sets) == 2 and sets[-1] == before and sets[0][2] != before[2]
+
+
+def test_no_store_shows_and_stores_nothing(cli, db_url, registry):
+    res = cli("match", "app", "--no-store", "--json")
+    assert res.code == 0, res.err
+    assert [p["node"] for p in json.loads(res.out)["predictions"]] == ["fast", "b", "one"]
+    assert _sets(db_url) == []
+
+
+def test_v_predictions_names_the_trace_and_base_and_compares_runs_at_the_same_thread_count(cli, db_url, tmp_path):
+    """The measured median mixed every thread count: on `b` the median of 1- and 2-thread runs."""
+    uid = _populate(db_url)
+    for node, threads, time_s in (("b", 1, 40.0), ("b", 2, 21.0), ("b", 2, 23.0), ("one", 1, 41.0),
+                                  ("one", 2, 30.0), ("one", 2, 31.0)):
+        assert cli("runs", "add", "app", node, "--threads", str(threads), "--time", str(time_s)).code == 0
+    assert cli("match", "app").code == 0
+    assert cli("match", str(write_trace(three_phase_trace(), tmp_path / "file.json"))).code == 0  # not in the registry
+    rows = _query(db_url, "SELECT trace_uid, base_node, node, threads, measured_runs, measured_s, abs_rel_error, "
+                          "predicted_s FROM v_predictions")
+    stored = {r["node"]: r for r in rows if r["trace_uid"] == uid}
+    assert {r["base_node"] for r in rows} == {"b"} and sum(r["trace_uid"] is None for r in rows) == 3
+    assert (stored["b"]["threads"], stored["b"]["measured_runs"], stored["b"]["measured_s"]) == (2, 2, 22.0)
+    assert (stored["one"]["threads"], stored["one"]["measured_runs"], stored["one"]["measured_s"]) == (1, 1, 41.0)
+    assert stored["fast"]["measured_s"] is None
+    assert stored["one"]["abs_rel_error"] == pytest.approx(abs(stored["one"]["predicted_s"] - 41.0) / 41.0)
+
+
+def _during_projection(monkeypatch, action) -> list:
+    """Run `action()` once, when `match` projects its first phase; returns the list its result goes to."""
+    seen = []
+    project_phase = project_module._project_phase
+
+    def meanwhile(*args, **kwargs):
+        if not seen:
+            seen.append(action())
+        return project_phase(*args, **kwargs)
+
+    monkeypatch.setattr(project_module, "_project_phase", meanwhile)
+    return seen
+
+
+def _writes_meanwhile(db_url) -> str:
+    """Another process adds a run; on PostgreSQL, also what this process holds open then."""
+    res = subprocess.run([sys.executable, "-m", "registry", "--db", db_url, "runs", "add", "other", "b", "--threads",
+                          "1", "--time", "1"], capture_output=True, text=True, timeout=120)
+    if res.returncode:
+        return res.stderr
+    if db_url.startswith("postgresql"):
+        eng = sa.create_engine(db_url.replace("postgresql://", "postgresql+psycopg://"))
+        with eng.connect() as conn:
+            open_here = conn.execute(sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state LIKE 'idle in transaction%'")).scalar_one()
+        eng.dispose()
+        if open_here:
+            return f"{open_here} transaction(s) open"
+    return "written"
+
+
+def test_match_projects_with_no_registry_transaction_open(cli, db_url, registry, monkeypatch):
+    """It computed inside its write transaction: on DuckDB holding the file lock for the whole projection.
+    While it projects now, another process writes to a DuckDB registry; on PostgreSQL no transaction of
+    this process is open."""
+    seen = _during_projection(monkeypatch, lambda: _writes_meanwhile(db_url))
+    res = cli("match", "app")
+    assert res.code == 0, res.err
+    assert seen == ["written"]
+    assert _sets(db_url)[0][3] == 3 and _query(db_url, "SELECT name FROM apps WHERE name = 'other'")
+
+
+def test_a_node_removed_while_match_projects_stores_nothing(cli, db_url, registry, monkeypatch):
+    seen = _during_projection(monkeypatch, lambda: subprocess.run(
+        [sys.executable, "-m", "registry", "--db", db_url, "nodes", "rm", "one", "--yes"], timeout=120).returncode)
+    assert_one_line_error(cli("match", "app"), "one left the registry while `match` computed")
+    assert seen == [0] and _sets(db_url) == []
+
+
+def test_migration_7_keeps_one_of_identical_sets_and_finds_their_base(cli, db_url, monkeypatch):
+    """A registry at schema 6 with repeated looks stored (the same set twice, then another one, and a
+    trace file's set): `match` migrates it first; the older copy goes, each set gets its base node."""
+    every = migrate.available()
+    monkeypatch.setattr(migrate, "available", lambda: [m for m in every if m.version < 7])
+    uid = _populate(db_url)
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        trace_id = conn.execute(sa.text("SELECT trace_id FROM traces")).scalar_one()
+        app_id = conn.execute(sa.text("SELECT app_id FROM apps")).scalar_one()
+        nodes = dict(conn.execute(sa.text("SELECT name, node_id FROM nodes")).fetchall())
+        for minute, trace, predicted in ((1, trace_id, 10.0), (2, trace_id, 10.0), (3, trace_id, 11.0),
+                                         (4, None, 10.0)):
+            insert_rows(conn, "predictions", [{
+                "uid": new_uid(), "trace_id": trace, "app_id": app_id, "node_id": nodes[node],
+                "model_name": "similarity", "model_version": None, "threads": 2, "predicted_s": predicted + i,
+                "low_s": None, "high_s": None, "node_rank": i + 1, "coverage": 1.0,
+                "explanation_json": '{"base":"b","phases":[]}' if trace is None else "{}",
+                "created_at": datetime(2026, 1, 1, 0, minute)} for i, node in enumerate(("b", "fast"))])
+    reg.close()
+    monkeypatch.setattr(migrate, "available", lambda: every)
+    assert cli("match", "app").code == 0
+    rows = _query(db_url, "SELECT trace_uid, base_node, node, predicted_s, inputs_digest, created_at "
+                          "FROM v_predictions WHERE inputs_digest IS NULL ORDER BY created_at, node")
+    assert [(r["trace_uid"], r["created_at"].minute, r["predicted_s"]) for r in rows] == [
+        (uid, 2, 10.0), (uid, 2, 11.0), (uid, 3, 11.0), (uid, 3, 12.0), (None, 4, 10.0), (None, 4, 11.0)]
+    assert {r["base_node"] for r in rows} == {"b"}
+    assert [n for *_, n in _sets(db_url)][-1] == 3    # and the look stored its own set

@@ -98,8 +98,8 @@ def test_loading_a_missing_or_stale_model_is_a_user_error(registry):
     with registry.connect() as conn, pytest.raises(UserError, match="version 0.*refit"):
         load_model(conn, uid)
     with registry.begin() as conn:
-        conn.execute(sa.text("UPDATE models SET version = '1', params_json = :p WHERE uid = :u"),
-                     {"u": uid, "p": json.dumps({"bogus": 1})})
+        conn.execute(sa.text("UPDATE models SET version = :v, params_json = :p WHERE uid = :u"),
+                     {"u": uid, "v": AmdahlModel.version, "p": json.dumps({"bogus": 1})})
     with registry.connect() as conn, pytest.raises(UserError, match="unreadable parameters"):
         load_model(conn, uid)
 

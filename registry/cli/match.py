@@ -18,24 +18,28 @@ def match(
     top: int = typer.Option(None, "--top", min=1, help="Show only the K fastest nodes."),
     explain: bool = typer.Option(False, "--explain", help="Per phase: matched configs and per-node times."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    no_store: bool = typer.Option(False, "--no-store", help="Only show the predictions; store nothing."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
-    from registry.match.project import project, store_predictions
-    from registry.models.plugins import model_class
+    from registry.match.project import load_inputs, model_identity, project
+    from registry.match.scaled import project_scaled
+    from registry.match.stored import inputs_digest, latest_digest, store_predictions
     from registry.trace.lookup import find_trace
 
-    scaling = model_class(model).kind == "scaling"  # an unknown model fails before any work
+    identity = model_identity(model)  # an unknown model fails before any work
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
-    reg = state(ctx).registry()
-    with reg.begin() as conn:
+    st = state(ctx)
+    with _reader(st).connect() as conn:
         found = find_trace(conn, trace)
-        if scaling:
-            from registry.match.scaled import project_scaled  # (pandas: not for the projection models)
-
-            result = project_scaled(conn, found, model, base=base, nodes=targets)
-        else:
-            result = project(conn, found, model=model, base=base, nodes=targets)
-        store_predictions(conn, found, result)
+        inputs = load_inputs(conn, found, base=base, nodes=targets)
+        digest = None if no_store else inputs_digest(conn, inputs, identity)
+        if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
+            digest = None  # this set is stored already
+    st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
+    scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
+    result = project_scaled(inputs, model) if scaling else project(inputs, model=model)
+    if digest is not None:
+        st.registry().write(lambda conn: store_predictions(conn, inputs, result, digest))
     if top:
         result.nodes = result.nodes[:top]
     if as_json:
@@ -55,3 +59,16 @@ def match(
                           "threads": phase.threads.get(n)} for n, p in phase.predictions.items()])
     for w in result.warnings:
         err_console.print(f"warning: {w}")
+
+
+def _reader(st):
+    """The registry, read-only, at this nodereg's schema: an older one is migrated first (through a
+    writable open), since `match` reads and stores columns the older schema lacks."""
+    from registry.db.migrate import current_version, latest_version
+
+    reg = st.registry(readonly=True)
+    with reg.connect() as conn:
+        if current_version(conn) >= latest_version():
+            return reg
+    st.registry()
+    return st.registry(readonly=True)

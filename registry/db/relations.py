@@ -38,7 +38,8 @@ SPECS = (
     Spec("signatures"),  # polymorphic owner: handled through OWNER_TABLES
     Spec("runs", "run_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
     Spec("models", "model_id", ("uid",)),
-    Spec("predictions", "prediction_id", ("uid",), refs={"trace_id": "traces", "app_id": "apps", "node_id": "nodes"}),
+    Spec("predictions", "prediction_id", ("uid",),
+         refs={"trace_id": "traces", "app_id": "apps", "node_id": "nodes", "base_node_id": "nodes"}),
 )
 PK_OF = {s.table: s.pk for s in SPECS if s.pk}
 

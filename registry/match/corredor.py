@@ -62,7 +62,6 @@ class CorredorModel(ProjectionModel):
     """The thesis's matcher and estimator behind the ProjectionModel interface (inputs: module docstring)."""
 
     name = "corredor"
-    version = "1"
     description = ("Corredor (2011): stream-descriptor similarity index (zones of Table 3.21, out of 125) "
                    "between each phase and the microbenchmark configs on the base node; the phase time on a "
                    "node is the winning config's time per iteration there x the phase's iterations.")

@@ -14,21 +14,18 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import orjson
 import sqlalchemy as sa
 
-from registry.apps import ensure_app
-from registry.db import utcnow
-from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.match import references as refs_mod
 from registry.match.similarity import load_weights
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, Query
-from registry.models.plugins import create
+from registry.models.plugins import create, model_class
 from registry.trace.lookup import FoundTrace
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
 METHOD_PREFERENCE = ("marker", "omp", "auto", "import", "whole")  # among sets covering as much of the run
+PROJECTION = "similarity"    # the default projection, and the one a scaling model is combined with
 
 
 def choose_phases(phases: list) -> list:
@@ -53,15 +50,11 @@ def traced_threads(trace, base_cpus: int) -> int:
     return int(trace.threads or base_cpus)
 
 
-def base_time(conn: sa.Connection, app: str, node: str, traced_s: float, threads: int) -> float:
+def base_time(runs: list[tuple], traced_s: float, threads: int) -> float:
     """The app's time on its base node: the median of the traced run and the measured runs there at
     the traced thread count (or of unknown count): one run, traced or not, is one sample of a noisy
-    quantity; runs at other thread counts measure something else."""
-    times = [r[0] for r in conn.execute(sa.text(
-        "SELECT r.time_s FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id "
-        "WHERE a.name = :a AND n.name = :n AND (r.threads IS NULL OR r.threads = :t)"),
-        {"a": app, "n": node, "t": threads})]
-    return float(np.median([traced_s, *times]))
+    quantity; runs at other thread counts measure something else. `runs`: (uid, threads, time_s)."""
+    return float(np.median([traced_s, *(t for _, n, t in runs if n is None or n == threads)]))
 
 
 @dataclass
@@ -90,6 +83,7 @@ class MatchResult:
     app: str
     base: str
     model: str
+    model_version: str
     base_time_s: float
     coverage: float
     nodes: list[NodeResult]
@@ -97,8 +91,8 @@ class MatchResult:
     warnings: list[str]
 
     def to_dict(self, explain: bool = True) -> dict:
-        out = {"app": self.app, "base": self.base, "model": self.model, "base_time_s": self.base_time_s,
-               "coverage": self.coverage, "warnings": self.warnings,
+        out = {"app": self.app, "base": self.base, "model": self.model, "model_version": self.model_version,
+               "base_time_s": self.base_time_s, "coverage": self.coverage, "warnings": self.warnings,
                "predictions": [{"node": n.node, "predicted_s": n.predicted_s, "low_s": n.low_s,
                                 "high_s": n.high_s, "rank": n.rank, "speedup": n.speedup, "threads": n.threads}
                                for n in self.nodes]}
@@ -160,11 +154,30 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes
     return PhaseResult(phase.name, time_s, mode, threads, preds, matches)
 
 
-def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity", base: str | None = None,
-            nodes: list[str] | None = None, fixed_threads: int | None = None) -> MatchResult:
-    """Predicted time of the traced app on every node (or `nodes`), ranked. `fixed_threads`: project
-    every phase at that thread count (capped by each node's CPUs) instead of the count it would use
-    there; registry.match.scaled then scales to each node's CPUs with the app's own curve."""
+@dataclass
+class Inputs:
+    """Everything a projection reads from the registry. `nodereg match` reads it on a read-only
+    connection and projects with no connection open: on DuckDB, other processes can write to the
+    registry while the projection computes."""
+
+    found: FoundTrace
+    base: str
+    targets: list[str]
+    profiles: refs_mod.Profiles
+    phases: list
+    runs: list[tuple]            # the app's measured runs on the base node: (uid, threads, time_s), oldest first
+    base_time_s: float
+    weights: dict[str, float]
+
+
+_BASE_RUNS = """
+SELECT r.uid, r.threads, r.time_s FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
+
+
+def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
+                nodes: list[str] | None = None) -> Inputs:
+    """What projecting the traced app onto every node (or `nodes`) reads, checked."""
     trace = found.trace
     base = base or trace.node
     if base != trace.node:
@@ -180,18 +193,37 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     phases = choose_phases(trace.phases)
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
-    wall = base_time(conn, trace.name, base, float(trace.wall_s), traced_threads(trace, profiles.n_cpus[base]))
+    runs = [tuple(r) for r in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})]
+    wall = base_time(runs, float(trace.wall_s), traced_threads(trace, profiles.n_cpus[base]))
     if not wall > 0:
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
-    weights = load_weights(conn)
+    return Inputs(found, base, targets, profiles, phases, runs, wall, load_weights(conn))
+
+
+def model_identity(model: str) -> tuple[str, str]:
+    """(name, version) of the predictions `model` makes: a scaling model is combined with the
+    projection (registry.match.scaled), so both name and version are the pair's, 'amdahl+similarity'."""
+    cls = model_class(model)
+    if cls.kind != "scaling":
+        return model, str(cls.version)
+    projection = model_class(PROJECTION)
+    return f"{model}+{PROJECTION}", f"{cls.version}+{projection.version}"
+
+
+def project(inputs: Inputs, *, model: str = PROJECTION, fixed_threads: int | None = None) -> MatchResult:
+    """Predicted time of the traced app on every target node, ranked. `fixed_threads`: project
+    every phase at that thread count (capped by each node's CPUs) instead of the count it would use
+    there; registry.match.scaled then scales to each node's CPUs with the app's own curve."""
+    trace, wall = inputs.found.trace, inputs.base_time_s
     # a phase's share of the run, applied to the base time
     cache: dict = {}
-    results = [_project_phase(p, p.weight * wall, trace, profiles, model, targets, weights, cache, fixed_threads)
-               for p in phases]
+    results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, inputs.targets, inputs.weights,
+                              cache, fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
-    nodes_out, warnings = _add_up(results, targets, wall, max(0.0, wall - covered))
-    return MatchResult(trace.name, base, model, wall, covered / wall if wall else 1.0, nodes_out, results, warnings)
+    nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
+    return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
+                       nodes_out, results, warnings)
 
 
 def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: float):
@@ -225,29 +257,3 @@ def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: f
     for i, n in enumerate(out, 1):
         n.rank = i
     return out, warnings
-
-
-def store_predictions(conn: sa.Connection, found: FoundTrace, result: MatchResult) -> int:
-    """One predictions row per node, with the per-phase explanation; returns the row count.
-
-    A phase's matched configs are the same for every node (matching happens on the base node), so
-    they are stored once, in the base node's row (or the first-ranked one when the base is not among
-    the targets); every other row names that node in `matches_in`. At 10,000 nodes, repeating them
-    made 14 MB per `nodereg match`.
-    """
-    app_id = ensure_app(conn, result.app)
-    node_ids = dict(conn.execute(sa.text("SELECT name, node_id FROM nodes")).fetchall())
-    now = utcnow()
-    ranked = [n.node for n in result.nodes]
-    anchor = result.base if result.base in ranked else (ranked[0] if ranked else None)
-
-    def explanation(node: str) -> str:
-        return orjson.dumps({"base": result.base, **({} if node == anchor else {"matches_in": anchor}), "phases": [
-            {"name": p.name, "mode": p.mode, **({"matches": p.matches} if node == anchor else {}),
-             "predicted_s": p.predictions[node].predicted_s} for p in result.phases]}).decode()
-
-    rows = [{"uid": new_uid(), "trace_id": found.trace_id, "app_id": app_id, "node_id": node_ids[n.node],
-             "model_name": result.model, "model_version": None, "threads": n.threads, "predicted_s": n.predicted_s,
-             "low_s": n.low_s, "high_s": n.high_s, "node_rank": n.rank, "coverage": result.coverage,
-             "explanation_json": explanation(n.node), "created_at": now} for n in result.nodes]
-    return insert_rows(conn, "predictions", rows)

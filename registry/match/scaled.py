@@ -15,37 +15,35 @@ and n_X all of X's CPUs. A node with at most n_ref CPUs is projected at its own 
 the scaling model's warnings (superlinear speed-up, extrapolation far beyond the runs) are kept.
 """
 
-import sqlalchemy as sa
+import numpy as np
 
 from registry.errors import UserError
-from registry.match.project import MatchResult, project, traced_threads
+from registry.match.project import PROJECTION, Inputs, MatchResult, model_identity, project, traced_threads
 from registry.models.base import NodePrediction
 from registry.models.combine import project_scaling
 from registry.models.plugins import create
-from registry.runs import load_runs
-from registry.trace.lookup import FoundTrace
-
-PROJECTION = "similarity"
 
 
-def project_scaled(conn: sa.Connection, found: FoundTrace, scaling_model: str, *, base: str | None = None,
-                   nodes: list[str] | None = None) -> MatchResult:
-    trace = found.trace
-    base = base or trace.node
-    runs = load_runs(conn, trace.name, base)
+def project_scaled(inputs: Inputs, scaling_model: str) -> MatchResult:
+    trace, base = inputs.found.trace, inputs.base
+    runs = np.array([(n, t) for _, n, t in inputs.runs if n is not None], dtype=float).reshape(-1, 2)
+    if not len(runs):
+        raise UserError(f"no runs of {trace.name!r} on {base!r} with a thread count: add some with "
+                        f"`nodereg runs add {trace.name} {base} --threads N --time S`")
+    threads, times = runs[:, 0].astype(int), runs[:, 1]
     model = create(scaling_model, kind="scaling")
-    if runs.threads.nunique() < model.min_thread_counts:
+    if len(np.unique(threads)) < model.min_thread_counts:
         raise UserError(f"--model {scaling_model} scales {trace.name!r} with its runs on {base!r}: it needs runs at "
                         f">= {model.min_thread_counts} thread counts, there are runs at "
-                        f"{', '.join(str(n) for n in sorted(runs.threads.unique()))} "
+                        f"{', '.join(str(n) for n in np.unique(threads))} "
                         f"(add some: `nodereg runs add {trace.name} {base} --threads N --time S`)")
-    model.fit(runs.threads.to_numpy(), runs.time_s.to_numpy())
-    cpus = dict(conn.execute(sa.text("SELECT name, n_cpus FROM nodes")).fetchall())
-    n_ref = traced_threads(trace, int(cpus.get(base) or 1))
-    result = project(conn, found, model=PROJECTION, base=base, nodes=nodes, fixed_threads=n_ref)
+    model.fit(threads, times)
+    cpus = inputs.profiles.n_cpus
+    n_ref = traced_threads(trace, cpus[base])
+    result = project(inputs, model=PROJECTION, fixed_threads=n_ref)
     result.warnings += [f"{scaling_model}: {w}" for w in model.warnings]
     for n in result.nodes:
-        n_x = int(cpus.get(n.node) or 1)
+        n_x = cpus[n.node]
         if n_x <= n_ref:
             continue
         (scaled,) = project_scaling(model, n_ref, NodePrediction(n.node, n.predicted_s, n.low_s, n.high_s),
@@ -56,5 +54,5 @@ def project_scaled(conn: sa.Connection, found: FoundTrace, scaling_model: str, *
     result.nodes.sort(key=lambda n: n.predicted_s)
     for i, n in enumerate(result.nodes, 1):
         n.rank = i
-    result.model = f"{scaling_model}+{PROJECTION}"
+    result.model, result.model_version = model_identity(scaling_model)
     return result

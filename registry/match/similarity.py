@@ -73,7 +73,6 @@ def prior_weight(feature: str, weights: Mapping[str, float]) -> float:
 
 class SimilarityModel(ProjectionModel):
     name = "similarity"
-    version = "1"
     description = ("k nearest references by weighted standardised signature distance over every source both "
                    "have; projection = weighted geometric mean of their node-to-base time ratios, shrunk toward "
                    "the node's median ratio; interval from the neighbours' spread")

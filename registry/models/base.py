@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from registry import __version__
 from registry.errors import UserError
 
 if TYPE_CHECKING:
@@ -187,7 +188,9 @@ class Model:
     """Base class of every model plugin."""
 
     name: ClassVar[str]
-    version: ClassVar[str] = "1"
+    # what `nodereg match` stores with each prediction and `models` with each fit: a built-in model
+    # is code of this nodereg release; a plugin sets its own (and a new one when its results change)
+    version: ClassVar[str] = __version__
     kind: ClassVar[str]             # 'projection' | 'scaling'
     description: ClassVar[str]      # one line, shown by `nodereg models`
     needs: ClassVar[frozenset[str]] = frozenset()

@@ -71,7 +71,6 @@ class _Forest:
 
 class ForestModel(ProjectionModel):
     name = "forest"
-    version = "1"
     description = ("extra-trees + random forest, one output per node, on the base-node signature -> log time "
                    "ratio (centred on each node's median); interval from the trees' spread")
     needs = frozenset({NEEDS_SIGNATURES})
