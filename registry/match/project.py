@@ -166,10 +166,7 @@ def project(conn: sa.Connection, found: FoundTrace, *, model: str = "similarity"
     every phase at that thread count (capped by each node's CPUs) instead of the count it would use
     there; registry.match.scaled then scales to each node's CPUs with the app's own curve."""
     trace = found.trace
-    base = base or trace.node
-    if base != trace.node:
-        raise UserError(f"the trace was recorded on {trace.node!r}, not on {base!r}: signatures compare only "
-                        "on the node they were measured on")
+    base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
         raise UserError(f"the trace of {trace.name!r} ended with status {trace.status!r}: trace a successful run")
     profiles = refs_mod.load_profiles(conn, base, nodes)

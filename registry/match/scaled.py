@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.match.project import MatchResult, project, traced_threads
+from registry.match.references import base_node
 from registry.models.base import NodePrediction
 from registry.models.combine import project_scaling
 from registry.models.plugins import create
@@ -31,7 +32,7 @@ PROJECTION = "similarity"
 def project_scaled(conn: sa.Connection, found: FoundTrace, scaling_model: str, *, base: str | None = None,
                    nodes: list[str] | None = None) -> MatchResult:
     trace = found.trace
-    base = base or trace.node
+    base = base_node(conn, trace.name, trace.node, base)
     runs = load_runs(conn, trace.name, base)
     model = create(scaling_model, kind="scaling")
     if runs.threads.nunique() < model.min_thread_counts:
