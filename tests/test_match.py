@@ -17,9 +17,11 @@ import pytest
 from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
+from registry.errors import UserError
 from registry.match import references
 from registry.nodes import ensure_node
 from registry.trace import store
+from registry.trace.lookup import find_trace
 from registry.trace.tracefile import write_trace
 from registry_data import fake_inventory, profile_at_speeds, three_phase_trace
 
@@ -110,6 +112,21 @@ def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", str(tmp_path / "new.json")), "newer")
     (tmp_path / "zero.json").write_text(json.dumps({**doc, "wall_s": 0.0}))   # found by tests/fuzz_readers.py
     assert_one_line_error(cli("match", str(tmp_path / "zero.json")), "lasted 0 s")
+
+
+def test_uid_prefix_is_literal(db_url, registry):
+    """'%' and '_' in a uid prefix are characters, not LIKE wildcards."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for uid in ("x_1", "xa1"):
+            trace = three_phase_trace()
+            trace.meta["uid"] = uid
+            store.save(conn, trace)
+        assert find_trace(conn, "x_").uid == "x_1"
+        for text in ("%", "_", "x%"):
+            with pytest.raises(UserError, match="no trace"):
+                find_trace(conn, text)
+    reg.close()
 
 
 def test_base_without_profile(cli, db_url, tmp_path):
