@@ -310,3 +310,22 @@ def test_kill_9_during_the_cachegrind_pass(db_url, tmp_path):
     assert not any(_alive(pid) for pid in valgrind), "valgrind outlived the tracer"
     assert _consistent(db_url) == [] and not out.exists()
     assert not list((tmp_path / "tmp").glob("nodereg-*"))
+
+
+def test_process_tree_without_children_lists(tmp_path, monkeypatch):
+    """Where /proc/PID/task/TID/children is missing (or vanished with its thread), the tree is found
+    from the processes' parents: a grandchild is not lost."""
+    from registry.trace import procfs
+
+    pids = tmp_path / "pids"
+    proc = subprocess.Popen([PY, "-c", _sleeper(pids)])
+    try:
+        child, grandchild = _wait_for(pids)
+        monkeypatch.setattr(procfs, "CHILDREN", "/proc/{pid}/task/{tid}/no-such-file")
+        assert procfs.tree(child) == [child, grandchild]
+        assert grandchild in procfs.tree(os.getpid())
+    finally:
+        for pid in _descendants(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
