@@ -8,8 +8,10 @@ importing a bundle twice adds nothing, and the whole import is one transaction.
 """
 
 import json
+import os
 import shutil
 import tempfile
+import time
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,6 +102,19 @@ def _manifest(root: Path, path: Path, registry_version: int) -> dict:
     return manifest
 
 
+# Test seam, for tests/test_faults.py only: with NODEREG_TEST_PAUSE_IMPORT=FILE set, an import creates
+# FILE once its first rows are written (inside its transaction) and waits there, so that the test's
+# kill -9 lands inside the transaction every time instead of after a guessed sleep.
+TEST_PAUSE_ENV = "NODEREG_TEST_PAUSE_IMPORT"
+
+
+def _pause_for_tests() -> None:
+    signal_file = os.environ.pop(TEST_PAUSE_ENV, None)  # once per process
+    if signal_file:
+        Path(signal_file).touch()
+        time.sleep(60)
+
+
 # integer and boolean columns with NULLs must stay integer/boolean (not become float/object)
 _NULLABLE = {pa.int32(): pd.Int64Dtype(), pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 
@@ -149,6 +164,8 @@ class _Importer:
                 # the caller's transaction rolls back, so nothing of the bundle is kept
                 detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:160]
                 raise UserError(f"bundle table {spec.table} has invalid data: {detail}") from None
+            if self.added.get(spec.table):
+                _pause_for_tests()
         return {"added": {t: n for t, n in self.added.items() if n}, "renamed": self.renamed}
 
     def _import_table(self, spec: Spec, frame: pd.DataFrame) -> None:

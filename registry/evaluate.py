@@ -41,8 +41,8 @@ from threadpoolctl import threadpool_limits
 
 from registry.db import Registry
 from registry.errors import UserError
-from registry.models.base import (NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction, ProjectionModel,
-                                  Query, ReferenceSet)
+from registry.models.base import (MODEL_FAILURES, NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction,
+                                  ProjectionModel, Query, ReferenceSet)
 
 SERVABLE_NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
 BASELINES = ("median-ratio", "knn5-sar")
@@ -334,7 +334,8 @@ def servable_models(data: EvalData) -> tuple[list[str], list[str]]:
 
 def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: str, kind: str = "model",
                    on_app: Callable[[], None] | None = None) -> ModelResult:
-    """Leave-one-app-out for one model; a model that fails on an app is reported, not fatal."""
+    """Leave-one-app-out for one model; a model that cannot serve an app (MODEL_FAILURES) is reported,
+    not fatal; a bug in it (any other exception) propagates."""
     rows, error = [], None
     start = time.perf_counter()
     nodes = list(data.actual_s.columns)
@@ -344,7 +345,7 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
             with threadpool_limits(1):
                 model = make().fit(data.references(without=app))
                 preds = model.predict(data.query(app), nodes)
-        except Exception as exc:  # noqa: BLE001 - one broken model must not stop the others
+        except MODEL_FAILURES as exc:  # one model that cannot serve these data must not stop the others
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             break
         for p in preds:

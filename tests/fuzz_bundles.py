@@ -1,14 +1,20 @@
 """Hypothesis strategies that damage a valid bundle, for tests/test_fuzz_bundles.py.
 
-Contract checked: importing any damaged bundle either raises UserError (one clear line) or imports
-correctly (the registry passes `doctor`); nothing else may escape, and a failed import writes nothing.
+Contract checked: importing any damaged bundle into an empty registry either raises UserError (one
+clear line) or imports correctly: the registry then holds exactly the bundle's rows (read here from
+its files, independently of the importer) and passes `doctor`; nothing else may escape, and a
+failed import writes nothing.
 """
 
 import io
 import json
+import math
 import shutil
+from collections import Counter
+from datetime import date, datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,6 +23,7 @@ from hypothesis import strategies as st
 
 from registry.bundle import import_bundle
 from registry.db import open_registry
+from registry.db.relations import OWNER_TABLES, SPECS
 from registry.doctor import check
 from registry.errors import UserError
 
@@ -93,7 +100,8 @@ def apply(bundle: Path, edit) -> None:
 
 
 def run_case(good: Path, work: Path, db_url: str, edits) -> str:
-    """Import a damaged copy of `good`; returns 'rejected' or 'imported'; raises on a contract breach."""
+    """Import a damaged copy of `good` into the empty registry `db_url`; returns 'rejected' or
+    'imported'; raises on a contract breach."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(good, work)
     for edit in edits:
@@ -113,6 +121,60 @@ def run_case(good: Path, work: Path, db_url: str, edits) -> str:
         with reg.connect() as conn:
             problems = [p for p in check(conn) if p.kind != "incomplete"]
             assert problems == [], problems
+            for table, want in expected_rows(work).items():
+                got = pd.read_sql(sa.text(f"SELECT * FROM {table}"), conn)
+                columns = [c for c in got.columns if c not in _KEYS[table]]
+                assert _rows(got, columns) == _rows(want, columns), table
         return "imported"
     finally:
         reg.close()
+
+
+# surrogate keys and the columns pointing at them: local to a registry, re-keyed on import
+_KEYS = {spec.table: {spec.pk, *spec.refs, *(spec.parent or ())[:1], *(("owner_id",) if spec.table == "signatures"
+                                                                   else ())} - {None} for spec in SPECS}
+
+
+def expected_rows(bundle: Path) -> dict[str, pd.DataFrame]:
+    """What an import of `bundle` into an empty registry holds, per table, by the documented rules:
+    every row, a child only with its parent (a table's rows go when its parent table is gone), one
+    row per natural identity (the first)."""
+    kept, out = {}, {}
+    for spec in SPECS:
+        file = bundle / f"{spec.table}.parquet"
+        frame = pq.read_table(file).to_pandas() if file.exists() else pd.DataFrame()
+        if spec.parent and not frame.empty:
+            column, parent = spec.parent
+            frame = frame[frame[column].isin(kept.get(parent, set()))]
+        elif spec.table == "signatures" and not frame.empty:
+            owned = [(frame["owner_kind"] == kind) & frame["owner_id"].isin(kept.get(table, set()))
+                     for kind, table in OWNER_TABLES.items()]
+            frame = frame[np.logical_or.reduce(owned)]
+        if spec.pk:
+            kept[spec.table] = set(frame[spec.pk]) if spec.pk in frame else set()
+        if spec.identity and spec.identity != ("uid",) and not frame.empty:
+            frame = frame.drop_duplicates(list(spec.identity))
+        out[spec.table] = frame
+    return out
+
+
+def _rows(frame: pd.DataFrame, columns: list[str]) -> Counter:
+    """The rows as comparable tuples (a column the frame lacks is NULL)."""
+    cells = [frame[c].tolist() if c in frame else [None] * len(frame) for c in columns]
+    return Counter(tuple(_value(v) for v in row) for row in zip(*cells))
+
+
+def _value(v):
+    """One cell, comparable across Parquet and the database: NULL and NaN as None, times as ISO text,
+    numbers (and text a number column took as one) as floats."""
+    if v is None or v is pd.NaT or v is pd.NA:
+        return None
+    if isinstance(v, (datetime, date)):
+        return pd.Timestamp(v).isoformat()
+    if hasattr(v, "item"):
+        v = v.item()
+    try:
+        number = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return str(v)
+    return None if math.isnan(number) else number

@@ -85,6 +85,17 @@ def test_a_config_missing_on_a_node_lowers_that_nodes_coverage(zones):
     assert any("jump(4000,600)" in w and "slow" in w for w in preds["slow"].warnings)
 
 
+def test_a_config_with_no_time_on_the_base_projects_with_the_remainder(zones):
+    """A ratio to a time per iteration of 0 on the base node is no estimate (it divided by zero)."""
+    tpi = {**NODE_TPI, "jump(4000,600)": {"base": 0.0, "slow": 1.5}}
+    est = estimate_phase(STRIDED, JUMP, tpi, "slow", "base")
+    assert (est.estimate_s, est.method) == (None, "no base time")
+    model = CorredorModel(zones).fit(profiles=[SEQ, JUMP], node_tpi=tpi, base_node="base")
+    (pred,) = model.predict_phases([STREAMING, STRIDED], ["slow"], total_s=80.0)
+    assert pred.explanation["coverage"] == pytest.approx(0.75) and pred.predicted_s == pytest.approx(120 + 20 * 2)
+    assert any("no time on the base node base" in w for w in pred.warnings)
+
+
 def test_nothing_matched_keeps_the_base_time_and_warns(zones):
     (pred,) = fitted(zones).predict_phases([SERIAL], ["slow"], total_s=40.0)
     assert pred.predicted_s == 40.0 and pred.explanation["coverage"] == 0

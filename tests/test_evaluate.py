@@ -91,6 +91,30 @@ def test_no_peeking_at_the_held_out_runs(synth_registry, tmp_path, make):
     assert not np.allclose(after["predicted_s"][others], before["predicted_s"][others])
 
 
+class _Failing(ev.MedianRatioBaseline):
+    raises: Exception
+
+    def predict(self, query, nodes):
+        raise self.raises
+
+
+@pytest.mark.parametrize("exc", [UserError("too few references"), ValueError("Input contains NaN"),
+                                 np.linalg.LinAlgError("Singular matrix")], ids=["user", "value", "linalg"])
+def test_a_model_that_cannot_serve_the_data_is_reported(synth_registry, exc):
+    failing = type("Failing", (_Failing,), {"raises": exc})
+    result = ev.evaluate_model(_data(synth_registry), failing, "failing")
+    assert result.error.startswith(type(exc).__name__) and str(exc) in result.error
+    assert result.metrics["cells"] == 0
+
+
+@pytest.mark.parametrize("exc", [TypeError("unsupported operand"), AttributeError("no attribute 'x'"),
+                                 KeyError("feature")], ids=["type", "attribute", "key"])
+def test_a_bug_in_a_model_surfaces(synth_registry, exc):
+    failing = type("Failing", (_Failing,), {"raises": exc})
+    with pytest.raises(type(exc)):
+        ev.evaluate_model(_data(synth_registry), failing, "failing")
+
+
 def test_score_by_hand():
     p = pd.DataFrame({"app": ["a", "a", "b", "b"], "node": ["n1", "n2", "n1", "n2"],
                       "predicted_s": [10.0, 12.0, 20.0, 15.0], "actual_s": [8.0, 12.0, 20.0, 25.0]})

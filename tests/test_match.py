@@ -20,11 +20,13 @@ from conftest import assert_one_line_error, both_backends
 
 from registry import __version__
 from registry.db import migrate, open_registry
+from registry.errors import UserError
 from registry.match import project as project_module
 from registry.match import references
 from registry.db.write import insert_rows, new_uid
 from registry.nodes import ensure_node
 from registry.trace import store
+from registry.trace.lookup import find_trace
 from registry.trace.tracefile import write_trace
 from registry_data import fake_inventory, profile_at_speeds, three_phase_trace
 
@@ -128,7 +130,8 @@ def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", "nothing-like-this"), "no trace")
     assert_one_line_error(cli("match", "app", "--nodes", "fast,ghost"), "ghost")
     other = three_phase_trace(node="ghost")
-    assert_one_line_error(cli("match", str(write_trace(other, tmp_path / "g.json"))), "not registered")
+    assert_one_line_error(cli("match", str(write_trace(other, tmp_path / "g.json"))), "--base NODE")
+    assert_one_line_error(cli("match", "app", "--base", "fast"), "recorded on 'b', not on 'fast'")
     (tmp_path / "bad.json").write_text("{ not json")
     assert_one_line_error(cli("match", str(tmp_path / "bad.json")), "corrupt")
     doc = json.loads(registry.read_text())
@@ -138,6 +141,21 @@ def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", str(tmp_path / "zero.json")), "lasted 0 s")
 
 
+def test_uid_prefix_is_literal(db_url, registry):
+    """'%' and '_' in a uid prefix are characters, not LIKE wildcards."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for uid in ("x_1", "xa1"):
+            trace = three_phase_trace()
+            trace.meta["uid"] = uid
+            store.save(conn, trace)
+        assert find_trace(conn, "x_").uid == "x_1"
+        for text in ("%", "_", "x%"):
+            with pytest.raises(UserError, match="no trace"):
+                find_trace(conn, text)
+    reg.close()
+
+
 def test_base_without_profile(cli, db_url, tmp_path):
     reg = open_registry(db_url)
     with reg.begin() as conn:
@@ -145,6 +163,23 @@ def test_base_without_profile(cli, db_url, tmp_path):
         store.save(conn, three_phase_trace())
     reg.close()
     assert_one_line_error(cli("match", "app"), "has no profile")
+
+
+def test_trace_of_an_unprofiled_host_needs_a_base(cli, db_url, registry, tmp_path):
+    """`nodereg trace` on a host with no profile records the trace against the host's node: match asks
+    for --base, and with it projects as from that base."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        ensure_node(conn, "host", fake_inventory(), source="trace")
+        store.save(conn, three_phase_trace(node="host"))
+    reg.close()
+    path = write_trace(three_phase_trace(node="host"), tmp_path / "host.json")
+    assert_one_line_error(cli("match", str(path)), "recorded on 'host', which has no profile", "--base NODE")
+    assert_one_line_error(cli("match", str(path), "--model", "downey"), "--base NODE")
+    res = cli("match", str(path), "--base", "b", "--json")
+    assert res.code == 0, res.err
+    on_base = json.loads(cli("match", str(registry), "--json").out)["predictions"]
+    assert json.loads(res.out)["base"] == "b" and json.loads(res.out)["predictions"] == on_base
 
 
 def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registry):

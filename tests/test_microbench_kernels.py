@@ -105,11 +105,7 @@ STREAM_CASES = [
 @pytest.mark.parametrize("access", ["C", "P"])
 def test_stream_kernel_checksums(driver, op, dtype, streams, exact, access):
     threads = min(2, len(CPUS))
-    args = {"kernel": "stream", "op": op, "dtype": dtype, "threads": threads, "cpus": CPUS[:threads],
-            "reps": 2, "passes": 3}
-    for slot, (n, stride, pattern) in zip("ab", streams):
-        args.update({f"{slot}.n": n, f"{slot}.stride": stride, f"{slot}.access": access, f"{slot}.pattern": pattern})
-    reply = driver.run(args)
+    reply = driver.run(_stream_args(op, dtype, streams, threads, access))
     want, iters = expected_stream(op, dtype, streams, threads, 3)
     assert reply["iters"] == iters
     assert reply["passes"] == 3 and len(reply["times"]) == 2
@@ -121,11 +117,21 @@ def test_stream_kernel_checksums(driver, op, dtype, streams, exact, access):
     assert reply["bytes"] == iters * elem * len(streams) * threads
 
 
-def test_wrong_index_would_be_caught():
-    """The reference is sensitive: shifting one stream by one element changes the checksum."""
-    a, _ = expected_stream("sum", "f64", [(1000, 8, "seq")], 1, 3)
-    b, _ = expected_stream("sum", "f64", [(1001, 8, "seq")], 1, 3)
-    assert a != b
+def _stream_args(op: str, dtype: str, streams, threads: int, access: str = "C") -> dict:
+    args = {"kernel": "stream", "op": op, "dtype": dtype, "threads": threads, "cpus": CPUS[:threads],
+            "reps": 2, "passes": 3}
+    for slot, (n, stride, pattern) in zip("ab", streams):
+        args.update({f"{slot}.n": n, f"{slot}.stride": stride, f"{slot}.access": access, f"{slot}.pattern": pattern})
+    return args
+
+
+def test_a_region_one_element_longer_is_told_apart(driver):
+    """The comparison is sensitive: the kernel's checksums over 1000 and 1001 elements differ, and
+    each is its own reference's, not its neighbour's (a kernel off by one element fails this)."""
+    sizes = (1000, 1001)
+    got = [driver.run(_stream_args("sum", "f64", [(n, 8, "seq")], 1))["checksum"] for n in sizes]
+    want = [expected_stream("sum", "f64", [(n, 8, "seq")], 1, 3)[0] for n in sizes]
+    assert got == want and want[0] != want[1]
 
 
 @pytest.mark.parametrize("kernel,per_elem", [("copy", 1.0), ("scale", 3.0), ("add", 3.0), ("triad", 7.0),

@@ -8,6 +8,7 @@ from registry.db import open_registry
 from registry.match.similarity import SimilarityModel, load_weights, prior_weight
 from registry.models import plugins
 from registry.models.base import Matrix, Query, ReferenceSet
+from registry.models.store import load_model, save_model
 
 
 def refs(features: dict, ratios: dict, weights=None) -> ReferenceSet:
@@ -132,13 +133,26 @@ def test_weights_table_is_seeded_by_the_migration(tmp_path):
         assert load_weights(conn, version=1)["meta.*"] == 1.0
 
 
-def test_params_round_trip_and_plugin():
+def test_params_round_trip_and_plugin(tmp_path):
     m = SimilarityModel(k=3, shrink=0.2, relevance_power=1, weights={"*": 2.0}).fit(LINE)
     params = m.params()
     assert params["features"]["sar.x"]["weight"] == pytest.approx(1.0)
-    again = SimilarityModel.from_params(params).fit(LINE)
-    q = {"sar.x": 1.7}
-    assert predict(again, q)["n1"].predicted_s == pytest.approx(predict(m, q)["n1"].predicted_s)
+    # stored in the registry (JSON, keys sorted, NaN as null), loaded, never re-fitted:
+    # the same predictions, on references with gaps, a feature compared as a log, unsorted names
+    gappy = refs({r: {"sar.z": v, "proc.a": w, "proc.ws": 10.0 ** (2 * i)} for i, (r, v, w) in
+                  enumerate([("r4", 0.0, 5.0), ("r1", 1.0, np.nan), ("r3", 2.5, 1.0), ("r2", 3.0, 2.0)])},
+                 {"r4": {"n2": 1.0, "n1": 2.0}, "r1": {"n2": 2.0, "n1": np.nan}, "r3": {"n2": 4.0, "n1": 1.5},
+                  "r2": {"n2": 8.0, "n1": 3.0}})
+    reg = open_registry(f"duckdb:///{tmp_path / 'r.duckdb'}")
+    for model in (m, SimilarityModel(k=2).fit(gappy)):
+        with reg.begin() as conn:
+            uid = save_model(conn, model, "test")
+        with reg.connect() as conn:
+            again = load_model(conn, uid)
+        for q in ({"sar.x": 1.7}, {"sar.z": 0.2, "proc.a": 4.0, "proc.ws": 50.0}, {"sar.z": 2.0}):
+            assert predict(again, q) == predict(model, q)
+    reg.close()
+    assert SimilarityModel(k=2).fit(gappy).log_columns == ["proc.ws"]
     assert plugins.model_class("similarity", kind="projection") is SimilarityModel
     assert "heaviest features" in m.describe()
     with pytest.raises(ValueError):

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
+from registry import cpulist
 from registry.db import open_registry, utcnow
 from registry.db.url import duckdb_path
 from registry.db.write import insert_returning, new_uid
@@ -124,8 +125,43 @@ def test_unknown_node_fails_before_running_anything(cli, db_url, tmp_path):
     assert not marker.exists()
 
 
-def test_no_profiled_node_on_this_host(cli, db_url):
-    assert_one_line_error(cli("trace", "--", "true"), "nodereg profile")
+def test_no_profiled_node_on_this_host(cli, db_url, tmp_path):
+    """The trace is recorded against the host's inventory; `match` then asks for a base node."""
+    out = tmp_path / "t.json"
+    res = cli("trace", "--name", "app", "--out", out, "--", PY, "-c", "import sys; sys.exit(3)")
+    assert res.code == 3, res.err
+    assert "match` will need --base NODE" in res.err
+    assert f"CPU(s) {cpulist.format(sorted(os.sched_getaffinity(0)))}" in res.err
+    host = socket.gethostname()
+    (row,) = _traces(db_url)
+    assert row["node"] == host and row["exit_status"] == 3
+    assert read_trace(out).node == host
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        n_cpus, source = conn.execute(sa.text("SELECT n_cpus, source FROM nodes WHERE name = :n"), {"n": host}).one()
+    reg.close()
+    assert (n_cpus, source) == (len(os.sched_getaffinity(0)), "trace")
+    assert_one_line_error(cli("match", out), "--base NODE", host)
+
+
+def test_several_profiled_nodes_take_the_whole_host(cli, db_url, tmp_path):
+    _node(db_url, "core0", cpus=[0], profile=True)
+    _node(db_url, "whole", profile=True)
+    _node(db_url, "core0b", cpus=[0], profile=True)   # profiled last: it used to be chosen
+    seen = tmp_path / "affinity"
+    res = cli("trace", "--", PY, "-c", f"import os; open({str(seen)!r}, 'w').write(str(len(os.sched_getaffinity(0))))")
+    assert res.code == 0, res.err
+    assert "on node whole, CPU(s)" in res.err
+    assert int(seen.read_text()) == len(os.sched_getaffinity(0))
+
+
+def test_several_restricted_nodes_ask_for_one(cli, db_url, tmp_path):
+    _node(db_url, "core0", cpus=[0], profile=True)
+    _node(db_url, "core0b", cpus=[0], profile=True)
+    marker = tmp_path / "ran"
+    res = cli("trace", "--", "touch", marker)
+    assert_one_line_error(res, "--node NODE", "core0 (CPUs 0)", "core0b (CPUs 0)")
+    assert not marker.exists()
 
 
 def test_timeout_kills_the_whole_tree(cli, db_url, tmp_path):
@@ -274,3 +310,22 @@ def test_kill_9_during_the_cachegrind_pass(db_url, tmp_path):
     assert not any(_alive(pid) for pid in valgrind), "valgrind outlived the tracer"
     assert _consistent(db_url) == [] and not out.exists()
     assert not list((tmp_path / "tmp").glob("nodereg-*"))
+
+
+def test_process_tree_without_children_lists(tmp_path, monkeypatch):
+    """Where /proc/PID/task/TID/children is missing (or vanished with its thread), the tree is found
+    from the processes' parents: a grandchild is not lost."""
+    from registry.trace import procfs
+
+    pids = tmp_path / "pids"
+    proc = subprocess.Popen([PY, "-c", _sleeper(pids)])
+    try:
+        child, grandchild = _wait_for(pids)
+        monkeypatch.setattr(procfs, "CHILDREN", "/proc/{pid}/task/{tid}/no-such-file")
+        assert procfs.tree(child) == [child, grandchild]
+        assert grandchild in procfs.tree(os.getpid())
+    finally:
+        for pid in _descendants(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()

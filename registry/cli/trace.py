@@ -14,28 +14,46 @@ from registry.cli.app import app, state
 from registry.cli.output import err_console, print_json, print_table
 from registry.db.names import check_name
 from registry.errors import UserError
-from registry.nodes import node_inventory, require_node_id
+from registry.inventory import Inventory, collect
+from registry.nodes import ensure_node, node_inventory, require_node_id
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
                  ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"))
 
 
-def _node_row(conn: sa.Connection, name: str | None) -> dict:
-    """The node to trace on: `name`, or the node of this host's most recent profile."""
+def _node_row(conn: sa.Connection, name: str | None) -> dict | None:
+    """The node to trace on: `name`; else the one node profiled on this host, or of several the one that
+    is the whole host (no CPU restriction). None when no node has been profiled here."""
     if name is None:
         host = socket.gethostname()
         found = conn.execute(sa.text(
-            "SELECT n.name FROM profiles p JOIN nodes n ON n.node_id = p.node_id WHERE p.host = :h "
-            "ORDER BY p.started_at DESC, p.profile_id DESC LIMIT 1"), {"h": host}).scalar_one_or_none()
-        if found is None:
-            raise UserError(f"no node has been profiled on this host ({host}): run `nodereg profile NODE` "
-                            "first, or pass --node NODE")
-        name = found
+            "SELECT DISTINCT n.name, n.cpu_list FROM profiles p JOIN nodes n ON n.node_id = p.node_id "
+            "WHERE p.host = :h ORDER BY n.name"), {"h": host}).fetchall()
+        whole = [n for n, cpu_list in found if not cpu_list]
+        if not found:
+            return None
+        if len(found) > 1 and len(whole) != 1:
+            listed = ", ".join(f"{n} (CPUs {c})" if c else f"{n} (whole host)" for n, c in found)
+            raise UserError(f"{len(found)} nodes have been profiled on this host ({host}): choose one with "
+                            f"--node NODE ({listed})")
+        name = whole[0] if len(found) > 1 else found[0][0]
     node_id = require_node_id(conn, name)
     row = conn.execute(sa.text("SELECT name, host, cpu_list FROM nodes WHERE node_id = :id"),
                        {"id": node_id}).mappings().one()
     return dict(row)
+
+
+def _host_node(conn: sa.Connection) -> tuple[dict, Inventory]:
+    """A host with no profiled node: the trace is recorded against its inventory, as a node named after
+    it (created with the trace; `nodereg profile HOST` later makes it a base node)."""
+    host = socket.gethostname()
+    inventory = collect(sorted(os.sched_getaffinity(0)))  # restricted when this process is (taskset, Slurm)
+    known = conn.execute(sa.text("SELECT host FROM nodes WHERE name = :n"), {"n": host}).first()
+    if known is not None and known.host not in (None, host):
+        raise UserError(f"no node has been profiled on this host ({host}), and the node named {host!r} was "
+                        f"measured on host {known.host!r}: pass --node NODE")
+    return {"name": host, "host": host, "cpu_list": None}, inventory
 
 
 def _cpus(node: dict) -> list[int] | None:
@@ -59,7 +77,8 @@ def trace(
     ctx: typer.Context,
     command: list[str] = typer.Argument(None, metavar="-- CMD [ARG...]", help="The command to trace."),
     name: str = typer.Option(None, "--name", help="Application name (default: the command's file name)."),
-    node: str = typer.Option(None, "--node", help="Node to trace on (default: this host's last profiled node)."),
+    node: str = typer.Option(None, "--node", help="Node to trace on (default: this host's profiled node, "
+                                                      "the one that is the whole host when there are several)."),
     interval: float = typer.Option(0.1, "--interval", min=0.001, help="Sampling interval, seconds."),
     timeout: float = typer.Option(None, "--timeout", min=0.001,
                                   help="Kill the command's tree after this many seconds."),
@@ -95,11 +114,20 @@ def trace(
         _check_writable(out)
     with state(ctx).registry().begin() as conn:
         node_row = _node_row(conn, node)
-        inventory = node_inventory(conn, node_row["name"])
+        host_inventory = None
+        if node_row is None:
+            node_row, host_inventory = _host_node(conn)
+        inventory = host_inventory or node_inventory(conn, node_row["name"])
     cpus = _cpus(node_row)
     state(ctx).close()  # no DuckDB file lock while the command runs (reopened, with --wait, to store)
-    err_console.print(f"tracing {shlex.join(argv)} on node {node_row['name']} (every {interval:g} s)",
-                      highlight=False)
+    runs_on = cpulist.format(cpus or sorted(os.sched_getaffinity(0)))
+    err_console.print(f"tracing {shlex.join(argv)} on node {node_row['name']}, CPU(s) {runs_on}"
+                      f"{'' if cpus else ' (all this process may use)'} (every {interval:g} s)", highlight=False)
+    if host_inventory:
+        err_console.print(f"note: no node has been profiled on this host: the trace is recorded against its "
+                          f"inventory as node {node_row['name']!r}; `nodereg match` will need --base NODE (a "
+                          f"profiled node of the same hardware), or a profile of this host "
+                          f"(`nodereg profile {node_row['name']}`)", highlight=False)
     spinner = []  # no live display while the command runs: its own output owns the terminal
 
     def status(message: str) -> None:
@@ -121,6 +149,8 @@ def trace(
         err_console.print(f"note: {note}", highlight=False)
     try:
         with state(ctx).registry().begin() as conn:  # one transaction: an interrupt here rolls it back
+            if host_inventory:
+                ensure_node(conn, node_row["name"], host_inventory, source="trace")
             trace_id, uid = store.save(conn, result)
     except KeyboardInterrupt:
         raise UserError("interrupted while storing the trace: nothing was stored", exit_code=130) from None

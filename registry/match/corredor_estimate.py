@@ -31,6 +31,7 @@ class PhaseEstimate:
     config: str | None
     estimate_s: float | None
     method: str        # 'tpi x iterations' | 'time x tpi ratio' | 'no similar profile' | 'config not measured'
+    #                    | 'no base time' (the config's time per iteration on the base node is 0: no ratio)
 
 
 def node_tpi_of(profile: Profile, node_tpi: NodeTpi, node: str, base_node: str) -> float | None:
@@ -53,6 +54,8 @@ def estimate_phase(phase: Phase, profile: Profile | None, node_tpi: NodeTpi, nod
         return PhaseEstimate(phase.name, node, profile.config, tpi_x * 1e-6 * phase.iterations,
                              "tpi x iterations")
     tpi_b = node_tpi_of(profile, node_tpi, base_node, base_node)
+    if not tpi_b:  # 0 (or unknown) on the base node: no ratio to scale by; the phase joins the remainder
+        return PhaseEstimate(phase.name, node, profile.config, None, "no base time")
     return PhaseEstimate(phase.name, node, profile.config, phase.time_s * tpi_x / tpi_b, "time x tpi ratio")
 
 
@@ -89,8 +92,9 @@ def project(matches: Sequence[PhaseMatch], node_tpi: NodeTpi, nodes: Sequence[st
             est = estimate_phase(m.phase, profile, node_tpi, node, base_node)
             estimates.append(est)
             if est.estimate_s is None or not base.estimate_s:
-                if est.method == "config not measured":
-                    warnings.append(f"phase {m.phase.name}: config {est.config} has no time on {node}; "
+                if est.method in ("config not measured", "no base time"):
+                    where = node if est.method == "config not measured" else f"the base node {base_node}"
+                    warnings.append(f"phase {m.phase.name}: config {est.config} has no time on {where}; "
                                     "projected with the remainder")
                 continue
             est_sum += est.estimate_s

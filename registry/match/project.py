@@ -179,10 +179,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
                 nodes: list[str] | None = None) -> Inputs:
     """What projecting the traced app onto every node (or `nodes`) reads, checked."""
     trace = found.trace
-    base = base or trace.node
-    if base != trace.node:
-        raise UserError(f"the trace was recorded on {trace.node!r}, not on {base!r}: signatures compare only "
-                        "on the node they were measured on")
+    base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
         raise UserError(f"the trace of {trace.name!r} ended with status {trace.status!r}: trace a successful run")
     profiles = refs_mod.load_profiles(conn, base, nodes)

@@ -134,6 +134,23 @@ def _base_features(rows: dict) -> Matrix:
     return Matrix(configs, features, values)
 
 
+def base_node(conn: sa.Connection, app: str, traced_on: str, base: str | None) -> str:
+    """The node whose profile a trace of `app` is compared on: the node it was traced on; `base`
+    (`--base`) only when that node has no profile here: a trace taken on a host that was never
+    profiled (`nodereg trace` records it against the host's inventory), or a file from a registry
+    whose nodes are not in this one. The user then vouches that `base` is the same hardware."""
+    profiled = conn.execute(sa.text("SELECT 1 FROM profiles p JOIN nodes n ON n.node_id = p.node_id "
+                                    "WHERE n.name = :n LIMIT 1"), {"n": traced_on}).first() is not None
+    if profiled and base not in (None, traced_on):
+        raise UserError(f"the trace was recorded on {traced_on!r}, not on {base!r}: signatures compare only "
+                        "on the node they were measured on")
+    if not profiled and base is None:
+        raise UserError(f"the trace of {app!r} was recorded on {traced_on!r}, which has no profile in this "
+                        f"registry: pass --base NODE (a profiled node of the same hardware), or profile that "
+                        f"host (`nodereg profile {traced_on}` on it)")
+    return base or traced_on
+
+
 def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None) -> Profiles:
     node_table = read_arrays(conn, _NODES)
     names = node_table["node"]

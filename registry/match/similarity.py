@@ -95,22 +95,39 @@ class SimilarityModel(ProjectionModel):
     # -- persistence -------------------------------------------------------------------------
 
     def params(self) -> dict:
-        """Hyper-parameters and, once fitted, the learnt feature centres, scales and weights.
-
-        The references themselves are registry data and are re-read from it, not stored here.
-        """
+        """Hyper-parameters and, once fitted, everything `predict` uses: the learnt feature centres,
+        scales and weights, and the references (a nearest-neighbour model's fitted state is its
+        references: standardised features, log node-to-base ratios, each node's median ratio)."""
         out = {"k": self.k, "shrink": self.shrink, "relevance_power": self.relevance_power,
                "weights": self.weights, "z_interval": self.z_interval}
         if self._fitted:
             out["features"] = {f: {"center": float(c), "scale": float(s), "weight": float(w)}
                                for f, c, s, w in zip(self.columns, self.center, self.scale, self._weight)}
+            out["references"] = {"rows": list(self.references), "columns": list(self.columns),
+                                 "log_columns": list(self.log_columns), "z": self.z.tolist(),
+                                 "nodes": list(self._node_index), "log_ratio": self.y.tolist(),
+                                 "node_median": self.node_median.tolist()}
         return out
 
     @classmethod
     def from_params(cls, params: dict) -> SimilarityModel:
-        return cls(k=params.get("k", 5), shrink=params.get("shrink", 0.1),
-                   relevance_power=params.get("relevance_power", 2.0), weights=params.get("weights"),
-                   z_interval=params.get("z_interval", _Z_INTERVAL))
+        model = cls(k=params.get("k", 5), shrink=params.get("shrink", 0.1),
+                    relevance_power=params.get("relevance_power", 2.0), weights=params.get("weights"),
+                    z_interval=params.get("z_interval", _Z_INTERVAL))
+        refs = params.get("references")
+        if refs is not None:  # stored JSON holds NaN as null: float arrays turn it back into NaN
+            features, columns = params["features"], list(refs["columns"])
+            model.columns, model.log_columns = columns, list(refs["log_columns"])
+            model.center, model.scale, model._weight = (
+                np.array([features[c][key] for c in columns], dtype=float) for key in ("center", "scale", "weight"))
+            model.feature_weight = dict(zip(columns, model._weight.tolist()))
+            model.references = list(refs["rows"])
+            model.z = np.array(refs["z"], dtype=float).reshape(len(model.references), len(columns))
+            model.y = np.array(refs["log_ratio"], dtype=float).reshape(len(model.references), len(refs["nodes"]))
+            model._node_index = {n: i for i, n in enumerate(refs["nodes"])}
+            model.node_median = np.array(refs["node_median"], dtype=float)
+            model._fitted = True
+        return model
 
     def describe(self) -> str:
         if not self._fitted:

@@ -32,6 +32,14 @@ from registry.errors import UserError
 if TYPE_CHECKING:
     import pandas as pd
 
+# What a model's fit or predict raises when it cannot serve the data it is given (too few
+# references, nothing both measured and signed, a refused extrapolation): UserError from its own
+# checks (one line for the user), ValueError from the input checks of numpy, scipy and
+# scikit-learn (NaN or empty arrays, a singular matrix: numpy's LinAlgError is a ValueError).
+# Whoever runs many models (`nodereg evaluate`) reports these per model and goes on; anything else
+# (TypeError, AttributeError, KeyError, ZeroDivisionError, ...) is a bug in the model and surfaces.
+MODEL_FAILURES = (UserError, ValueError)
+
 # what a model can need (declared in Model.needs)
 NEEDS_SIGNATURES = "signatures"        # query + reference signatures on the base node
 NEEDS_NODE_FEATURES = "node_features"  # per-node profile features (bandwidths, peaks, inventory)

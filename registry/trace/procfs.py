@@ -23,9 +23,20 @@ def _read(path: str) -> str | None:
         return None
 
 
+# a thread's children (a module constant: tests point it at a file that does not exist)
+CHILDREN = "/proc/{pid}/task/{tid}/children"
+
+
 def tree(root: int) -> list[int]:
-    """`root` and all its live descendants (via /proc/PID/task/TID/children)."""
-    out, todo, seen = [], [root], set()
+    """`root` and all its live descendants.
+
+    The kernel's per-thread children lists are cheap to read, but a kernel built without
+    CONFIG_PROC_CHILDREN has none, and a thread that exits while the tree is read takes its list
+    along (its children move to another thread, perhaps one already read). Whenever a list of a
+    live process cannot be read, psutil finds the descendants from every process's parent instead
+    (it reads the stat of every process on the host, ~15 us each: too dear for every sample).
+    """
+    out, todo, seen, complete = [], [root], set(), True
     while todo:
         pid = todo.pop()
         if pid in seen:
@@ -37,10 +48,23 @@ def tree(root: int) -> list[int]:
             continue
         out.append(pid)
         for tid in tids:
-            text = _read(f"/proc/{pid}/task/{tid}/children")
-            if text:
+            text = _read(CHILDREN.format(pid=pid, tid=tid))
+            if text is None:
+                complete = False
+            elif text:
                 todo.extend(int(c) for c in text.split())
+    if not complete:
+        out += sorted(set(_descendants(root)) - set(out))
     return out
+
+
+def _descendants(root: int) -> list[int]:
+    import psutil  # here: only when a children list is missing
+
+    try:
+        return [p.pid for p in psutil.Process(root).children(recursive=True)]
+    except psutil.Error:  # root gone (or not ours to read)
+        return []
 
 
 @dataclass
