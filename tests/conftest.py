@@ -10,12 +10,14 @@ import shutil
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
 import sqlalchemy as sa
 
 from registry.cli import main
+from registry.db import open_registry, reader
 
 # PostgreSQL comes from the environment libpq reads (PGHOST, PGPORT, PGUSER, PGPASSWORD), as set by
 # Debian's `pg_virtualenv`, which .ci/run uses. Without one, PostgreSQL cases are skipped, unless
@@ -32,26 +34,49 @@ def pg_server_url(database: str = "postgres") -> str | None:
     return f"postgresql://{auth}@{os.environ['PGHOST']}:{os.environ.get('PGPORT', '5432')}/{database}"
 
 
-def _pg_admin() -> sa.Engine:
+def pg_admin() -> sa.Engine:
     return sa.create_engine(pg_server_url().replace("postgresql://", "postgresql+psycopg://"),
                             isolation_level="AUTOCOMMIT")
 
 
-@pytest.fixture
-def pg_database(request):
-    """A fresh, empty PostgreSQL database for one test (dropped afterwards)."""
+@contextmanager
+def fresh_pg_database():
+    """A fresh, empty PostgreSQL database (dropped afterwards); skips (or fails, in CI) without a server."""
     if pg_server_url() is None:
         if os.environ.get("NODEREG_REQUIRE_PG"):
             pytest.fail("NODEREG_REQUIRE_PG is set but no PostgreSQL server is configured (PGHOST)")
         pytest.skip("no PostgreSQL server: run the tests under pg_virtualenv (as .ci/run does)")
     name = f"nodereg_test_{uuid.uuid4().hex[:12]}"
-    admin = _pg_admin()
+    admin = pg_admin()
     with admin.connect() as conn:
         conn.execute(sa.text(f"CREATE DATABASE {name}"))
     yield pg_server_url(name)
     with admin.connect() as conn:
         conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     admin.dispose()
+
+
+@pytest.fixture
+def pg_database():
+    """A fresh, empty PostgreSQL database for one test."""
+    with fresh_pg_database() as url:
+        yield url
+
+
+def set_up_reader(url: str, role: str = reader.DEFAULT_ROLE) -> None:
+    """On PostgreSQL, what a site admin does once (`nodereg init --reader`) so that `nodereg sql` runs."""
+    if url.startswith("postgresql"):
+        reg = open_registry(url)
+        with reg.begin() as conn:
+            reader.setup(conn, role)
+        reg.close()
+
+
+@pytest.fixture
+def sql_reader(db_url):
+    """The test's registry, ready for `nodereg sql` on either backend."""
+    set_up_reader(db_url)
+    return db_url
 
 
 @dataclass

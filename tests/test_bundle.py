@@ -84,7 +84,7 @@ def test_round_trip_is_lossless_and_idempotent(cli, tmp_path, source_url, db_url
 
 
 @both_backends
-def test_import_merges_into_existing_registry(cli, tmp_path, source_url, db_url):
+def test_import_merges_into_existing_registry(cli, tmp_path, source_url, sql_reader, db_url):
     reg = open_registry(db_url)
     with reg.begin() as conn:
         populate(conn, node="n1", app="a1", tpi=0.01)  # same node hardware, its own profile

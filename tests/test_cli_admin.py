@@ -34,7 +34,7 @@ def test_inventory_table_and_bad_cpus(cli):
 
 
 @both_backends
-def test_sql_formats(cli, db_url):
+def test_sql_formats(cli, sql_reader, db_url):
     _populated(db_url)
     csv = cli("sql", "SELECT name, n_cpus FROM nodes ORDER BY name", "--format", "csv")
     assert csv.code == 0
@@ -47,18 +47,7 @@ def test_sql_formats(cli, db_url):
 
 
 @both_backends
-def test_sql_is_read_only_by_connection(cli, db_url):
-    _populated(db_url)
-    for stmt in ("DELETE FROM nodes", "INSERT INTO apps (name, created_at) VALUES ('x', now())",
-                 "CREATE TABLE evil (i INTEGER)", "DROP VIEW v_nodes",
-                 "/* harmless */ UPDATE nodes SET name = 'x'"):
-        assert_one_line_error(cli("sql", stmt), "read-only")
-    assert cli("sql", "SELECT count(*) AS n FROM nodes", "-f", "csv").out.splitlines()[1] == "1"
-    assert_one_line_error(cli("sql", "SELEC oops"), "error")
-
-
-@both_backends
-def test_nodes_list_show_rm(cli, db_url):
+def test_nodes_list_show_rm(cli, sql_reader, db_url):
     _populated(db_url, node="n1")
     _populated(db_url, node="n2", app="app2")
     listing = json.loads(cli("nodes", "--json").out)

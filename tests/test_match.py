@@ -96,7 +96,7 @@ def test_only_configs_signed_on_the_base_are_references(db_url, registry):
     assert not np.isnan(refs.feature_matrix.values).all(axis=1).any()
 
 
-def test_predictions_are_stored_and_file_argument_works(cli, registry):
+def test_predictions_are_stored_and_file_argument_works(cli, sql_reader, registry):
     assert cli("match", str(registry), "--top", "2").code == 0
     stored = json.loads(cli("sql", "SELECT node, model_name, node_rank FROM v_predictions ORDER BY node_rank",
                             "-f", "json").out)

@@ -2,24 +2,37 @@
 
 from enum import Enum
 
-import sqlalchemy as sa
 import typer
 
 from registry import inventory as inventory_mod
 from registry.cli.app import app, state
 from registry.cli.output import console, print_csv, print_json, print_table
-from registry.db import db_error
+from registry.db import reader as reader_mod
+from registry.db import resolve_url
 from registry.db.migrate import current_version, latest_version
+from registry.db.query import run_readonly
 from registry.errors import UserError
 
 
 @app.command()
-def init(ctx: typer.Context) -> None:
+def init(
+    ctx: typer.Context,
+    reader: str = typer.Option(None, "--reader", metavar="ROLE",
+                               help=f"PostgreSQL: create (or update) the read-only role `nodereg sql` runs as, "
+                                    f"e.g. {reader_mod.DEFAULT_ROLE} (superuser connection; docs/storage.md)."),
+) -> None:
     """Create the registry (or migrate it to this version's schema)."""
+    if reader is not None and resolve_url(state(ctx).db_url).get_backend_name() != "postgresql":
+        raise UserError("--reader is for PostgreSQL registries: on DuckDB `nodereg sql` is read-only by its connection")
     reg = state(ctx).registry()
     with reg.connect() as conn:
         version = current_version(conn)
     console.print(f"registry {reg.display_url}: schema version {version} (latest {latest_version()})")
+    if reader is not None:
+        with reg.begin() as conn:
+            readable = reader_mod.setup(conn, reader)
+        console.print(f"read-only role {reader}: SELECT on {readable} tables and views; `nodereg sql` runs as it. "
+                      f"Let an analyst's login use it: GRANT {reader} TO LOGIN_ROLE")
 
 
 def _inventory_rows(inv: inventory_mod.Inventory) -> list[dict]:
@@ -72,20 +85,11 @@ class Format(str, Enum):
 @app.command()
 def sql(
     ctx: typer.Context,
-    query: str = typer.Argument(..., help="SQL to run; the connection is read-only."),
+    query: str = typer.Argument(..., help="One SQL statement; it runs read-only (docs/storage.md)."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
 ) -> None:
     """Run a read-only SQL query against the registry (views: see schema/README.md)."""
-    reg = state(ctx).registry(readonly=True)
-    try:
-        with reg.connect() as conn:
-            result = conn.exec_driver_sql(query)  # verbatim: no bind-parameter parsing
-            if not result.returns_rows:
-                raise UserError("the statement returned no rows")
-            columns = list(result.keys())
-            rows = [tuple(r) for r in result]
-    except sa.exc.SQLAlchemyError as exc:
-        raise db_error(exc) from None
+    columns, rows = run_readonly(state(ctx).registry(readonly=True), query)
     if fmt is Format.csv:
         print_csv(rows, columns)
     elif fmt is Format.json:
