@@ -104,7 +104,7 @@ def build(url: str, n_nodes: int, n_configs: int, reps: int, seed: int = 1) -> d
 def add_trace(url: str, workdir: Path) -> Path:
     """A three-phase trace of an app on the base node (node00000), stored and written as a file."""
     from registry.trace import store
-    from registry.trace.tracefile import Phase, Trace, write_trace
+    from registry.io.tracefile import Phase, Trace, write_trace
 
     phases = [Phase(f"p{i}", "auto", 10.0 * i, 10.0 * (i + 1), 1 / 3, 10.0,
                     signature={"proc": {"cpu_util": u, "wss_llc": w, "kernel": k}})

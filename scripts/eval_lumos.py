@@ -41,7 +41,7 @@ import pandas as pd
 from registry import evaluate as ev
 from registry.db import open_registry
 from registry.io.lumos import import_lumos
-from registry.match.similarity import SimilarityModel, load_weights
+from registry.models.similarity import SimilarityModel, load_weights
 
 TARGET_MAPE, TARGET_REGRET = 0.040, 0.010
 DEFAULT_CLOUDS = "alibaba:g6.xlarge,huawei:s6.xlarge.2"

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from registry.inventory import collect
 from registry.microbench.build import compile_c, source
-from registry.trace import cachegrind, phases, signature
+from registry.measure import cachegrind, signature
+from registry.trace import phases
 from registry.trace.tracer import observe
 
 HERE = Path(__file__).resolve().parent

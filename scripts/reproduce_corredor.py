@@ -25,9 +25,9 @@ from rich.table import Table
 from registry.cli.output import console, print_json
 from registry.db import open_registry
 from registry.errors import UserError
-from registry.match.corredor_thesis import (CaseResult, ThesisData, aggregate, agrees_with_thesis, load_thesis,
+from registry.models.corredor.thesis import (CaseResult, ThesisData, aggregate, agrees_with_thesis, load_thesis,
                                             reproduce)
-from registry.match.corredor_zones import Zones, load_zones
+from registry.models.corredor.zones import Zones, load_zones
 
 DATA = Path(__file__).resolve().parent / "data" / "corredor2011.json"
 

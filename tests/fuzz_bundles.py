@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 from hypothesis import strategies as st
 
-from registry.bundle import import_bundle
+from registry.io.bundle import import_bundle
 from registry.db import open_registry
 from registry.db.relations import OWNER_TABLES, SPECS
 from registry.doctor import check

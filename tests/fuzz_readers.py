@@ -32,7 +32,7 @@ from lumos_synth import sar_rows, write_run
 from registry.db import open_registry
 from registry.doctor import check
 from registry.errors import UserError
-from registry.trace.tracefile import Trace, read_trace
+from registry.io.tracefile import Trace, read_trace
 
 COUNTED = ["nodes", "apps", "runs", "traces", "trace_samples", "phases", "signatures", "predictions"]
 

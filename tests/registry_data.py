@@ -14,7 +14,7 @@ from registry.db import utcnow
 from registry.db.write import insert_returning, insert_rows, new_uid
 from registry.inventory import Cache, Inventory
 from registry.nodes import ensure_node
-from registry.trace.tracefile import Phase, Trace
+from registry.io.tracefile import Phase, Trace
 
 
 def fake_inventory(cpus=(0, 1), model="Test CPU 9000") -> Inventory:

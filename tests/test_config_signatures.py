@@ -11,7 +11,7 @@ from registry.db import open_registry
 from registry.inventory import Cache, collect
 from registry.profile import cachegrind_pass, catalog
 from registry.profile.sweep import Config
-from registry.trace import cachegrind, counters
+from registry.measure import cachegrind, counters
 
 CPU = min(os.sched_getaffinity(0))
 pytestmark = pytest.mark.skipif(not cachegrind.available(), reason="needs valgrind")

@@ -6,10 +6,10 @@ import pytest
 
 from registry.db import open_registry
 from registry.errors import UserError
-from registry.match.corredor import CorredorModel, PhasesQuery
-from registry.match.corredor_estimate import estimate_phase
-from registry.match.corredor_index import Phase, Profile, Stream
-from registry.match.corredor_zones import load_zones
+from registry.models.corredor.model import CorredorModel, PhasesQuery
+from registry.models.corredor.estimate import estimate_phase
+from registry.models.corredor.index import Phase, Profile, Stream
+from registry.models.corredor.zones import load_zones
 from registry.models.base import NEEDS_STREAMS, Query, ReferenceSet
 from registry.models.plugins import model_class
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from registry.db import open_registry
-from registry.match.corredor_thesis import aggregate, load_thesis, reproduce
-from registry.match.corredor_zones import load_zones
+from registry.models.corredor.thesis import aggregate, load_thesis, reproduce
+from registry.models.corredor.zones import load_zones
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "scripts" / "data" / "corredor2011.json"

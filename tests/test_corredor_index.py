@@ -5,8 +5,8 @@ import sqlalchemy as sa
 
 from registry.db import open_registry
 from registry.errors import UserError
-from registry.match.corredor_index import Phase, Profile, Stream, compare, pct_diff, queries
-from registry.match.corredor_zones import FeatureZones, Zones, load_zones
+from registry.models.corredor.index import Phase, Profile, Stream, compare, pct_diff, queries
+from registry.models.corredor.zones import FeatureZones, Zones, load_zones
 
 
 @pytest.fixture(scope="module")

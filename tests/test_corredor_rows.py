@@ -5,9 +5,9 @@ import sqlalchemy as sa
 
 from registry.db import open_registry, utcnow
 from registry.db.write import insert_rows
-from registry.match.corredor import CorredorModel
-from registry.match.corredor_rows import phases_from_rows, profiles_from_rows
-from registry.match.corredor_zones import load_zones
+from registry.models.corredor.model import CorredorModel
+from registry.models.corredor.rows import phases_from_rows, profiles_from_rows
+from registry.models.corredor.zones import load_zones
 
 
 def stream(owner_col, owner, idx, size, stride, access):

@@ -3,9 +3,9 @@
 import pytest
 
 from registry.db import open_registry
-from registry.match.corredor_index import Phase, Profile, Stream
-from registry.match.corredor_select import SelectionRules, match_phase
-from registry.match.corredor_zones import load_zones
+from registry.models.corredor.index import Phase, Profile, Stream
+from registry.models.corredor.select import SelectionRules, match_phase
+from registry.models.corredor.zones import load_zones
 
 PHASE = Phase("p", (Stream.from_kb(1000, 8, 8, "C"),), 1.0, 10.0, 10e6)
 

@@ -15,7 +15,7 @@ from registry.db import open_registry
 from registry.db.write import insert_rows
 from registry.errors import UserError
 from registry.io.lumos import import_lumos
-from registry.match.similarity import SimilarityModel, load_weights
+from registry.models.similarity import SimilarityModel, load_weights
 from registry.models.forest import ForestModel
 
 

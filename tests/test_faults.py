@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from conftest import both_backends
 from registry_data import populate
 
-from registry.bundle import TEST_PAUSE_ENV
+from registry.io.bundle import TEST_PAUSE_ENV
 from registry.db import open_registry
 from registry.db.relations import SPECS
 from registry.doctor import check
@@ -29,7 +29,7 @@ def _bundle(tmp_path):
 @both_backends
 def test_kill_during_import(tmp_path, db_url):
     """The import is killed after its first rows are written, inside its transaction (the test seam
-    registry.bundle.TEST_PAUSE_ENV waits there): nothing of it may be stored."""
+    registry.io.bundle.TEST_PAUSE_ENV waits there): nothing of it may be stored."""
     bundle = _bundle(tmp_path)
     open_registry(db_url).close()
     inside = tmp_path / "inside-the-transaction"

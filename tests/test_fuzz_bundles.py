@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from registry_data import populate
 
-from registry.bundle import export_bundle
+from registry.io.bundle import export_bundle
 from registry.db import open_registry
 
 

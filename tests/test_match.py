@@ -27,7 +27,7 @@ from registry.db.write import insert_rows, new_uid
 from registry.nodes import ensure_node
 from registry.trace import store
 from registry.trace.lookup import find_trace
-from registry.trace.tracefile import write_trace
+from registry.io.tracefile import write_trace
 from registry_data import fake_inventory, profile_at_speeds, three_phase_trace
 
 def _populate(db_url) -> str:

@@ -158,7 +158,7 @@ def test_unusable_names_are_refused_before_anything_is_written(cli, db_url, tmp_
 
 
 def test_trace_file_names_are_checked_when_read(tmp_path):
-    from registry.trace.tracefile import Trace, read_trace, write_trace
+    from registry.io.tracefile import Trace, read_trace, write_trace
     path = tmp_path / "t.json"
     write_trace(Trace("a\nb", "n1", "h", ["x"], 0, "ok", 1.0, 0.1, "", [], []), path)
     with pytest.raises(UserError, match=r"t\.json: app name 'a\\nb' contains the character U\+000A"):

@@ -22,7 +22,7 @@ from registry.report import curves
 from registry.report.load import node_profile, resolve_trace
 from registry.report.match import latest_predictions, measured
 from registry.report.trace import phase_matches
-from registry.trace.tracefile import Phase, Trace, write_trace
+from registry.io.tracefile import Phase, Trace, write_trace
 
 # anything a browser would fetch: src/href to another host, CSS url() to one, @import
 EXTERNAL = re.compile(r"""\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//|@import""", re.I)

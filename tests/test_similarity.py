@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from registry.db import open_registry
-from registry.match.similarity import SimilarityModel, load_weights, prior_weight
+from registry.models.similarity import SimilarityModel, load_weights, prior_weight
 from registry.models import plugins
 from registry.models.base import Matrix, Query, ReferenceSet
 from registry.models.store import load_model, save_model

@@ -21,7 +21,7 @@ from registry.db.write import insert_returning, new_uid
 from registry.doctor import check
 from registry.inventory import collect
 from registry.nodes import ensure_node
-from registry.trace.tracefile import read_trace
+from registry.io.tracefile import read_trace
 
 PY = sys.executable
 
@@ -286,7 +286,7 @@ def test_kill_9_while_the_trace_is_stored(db_url, tmp_path):
 
 
 def _descendants(root: int) -> list[int]:
-    from registry.trace import procfs
+    from registry.measure import procfs
     return [pid for pid in procfs.tree(root) if pid != root]
 
 
@@ -315,7 +315,7 @@ def test_kill_9_during_the_cachegrind_pass(db_url, tmp_path):
 def test_process_tree_without_children_lists(tmp_path, monkeypatch):
     """Where /proc/PID/task/TID/children is missing (or vanished with its thread), the tree is found
     from the processes' parents: a grandchild is not lost."""
-    from registry.trace import procfs
+    from registry.measure import procfs
 
     pids = tmp_path / "pids"
     proc = subprocess.Popen([PY, "-c", _sleeper(pids)])

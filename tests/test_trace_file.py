@@ -11,8 +11,9 @@ from registry.db import open_registry
 from registry.errors import UserError
 from registry.inventory import collect
 from registry.nodes import ensure_node
-from registry.trace import counters, store
-from registry.trace.tracefile import VERSION, read_trace, write_trace
+from registry.measure import counters
+from registry.trace import store
+from registry.io.tracefile import VERSION, read_trace, write_trace
 from registry.trace.tracer import trace_command
 
 

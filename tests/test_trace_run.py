@@ -16,7 +16,8 @@ import pytest
 
 from registry.inventory import collect
 from registry.microbench.build import compile_c, source
-from registry.trace import omp, phases, runner, signature
+from registry.measure import runner, signature
+from registry.trace import omp, phases
 from registry.trace.tracer import observe, trace_command
 
 PROG = Path(__file__).resolve().parents[1] / "scripts" / "trace_testprog.c"

@@ -14,7 +14,7 @@ from registry.cli.output import console, print_json
 @app.command("export")
 def export(ctx: typer.Context, path: Path = typer.Argument(..., help="New directory, or a file ending in .zip.")) -> None:
     """Export the registry as a bundle (Parquet tables + manifest)."""
-    from registry.bundle import export_bundle
+    from registry.io.bundle import export_bundle
 
     reg = state(ctx).registry(readonly=True)
     with reg.connect() as conn:
@@ -33,7 +33,7 @@ def import_bundle_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Import a bundle; rows already present are skipped, so importing twice adds nothing."""
-    from registry.bundle import import_bundle
+    from registry.io.bundle import import_bundle
 
     reg = state(ctx).registry()
     result = reg.write(lambda conn: import_bundle(conn, path, rename=rename))

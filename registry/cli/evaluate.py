@@ -89,7 +89,7 @@ def evaluate_cmd(
 ) -> None:
     """Leave-one-app-out accuracy of the projection models on measured runs (MAPE, top-1, regret, noise floor)."""
     from registry import evaluate as ev
-    from registry.match.similarity import load_weights
+    from registry.models.similarity import load_weights
 
     reg = state(ctx).registry(readonly=True)
     data = ev.load(reg, base, weights_loader=load_weights)

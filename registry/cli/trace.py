@@ -96,8 +96,8 @@ def trace(
     """
     # imported here: phase detection (numpy, ruptures) is not needed by other commands' start-up
     from registry.trace import store
-    from registry.trace.runner import Interrupted, check_command
-    from registry.trace.tracefile import write_trace
+    from registry.measure.runner import Interrupted, check_command
+    from registry.io.tracefile import write_trace
     from registry.trace.tracer import trace_command
 
     argv = list(command or [])

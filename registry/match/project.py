@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.match import references as refs_mod
-from registry.match.similarity import load_weights
+from registry.models.similarity import load_weights
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, Query
 from registry.models.plugins import create, model_class
 from registry.trace.lookup import FoundTrace

@@ -21,7 +21,7 @@ from registry.inventory import Inventory
 from registry.microbench.driver import driver_binary, run_line
 from registry.profile.signatures import representatives
 from registry.profile.sweep import Config
-from registry.trace import cachegrind as cg
+from registry.measure import cachegrind as cg
 
 REPS = (1, 3)
 SWEEP_BYTES = 64 << 20    # bytes a repetition of a streaming kernel sweeps, at least

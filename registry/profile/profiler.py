@@ -21,7 +21,7 @@ from registry.profile.catalog import Microbenchmark
 from registry.profile.placement import Cpu, read_topology
 from registry.profile.stats import RepPolicy
 from registry.profile.store import ProfileRecord, store_profile
-from registry.trace import cachegrind
+from registry.measure import cachegrind
 
 
 @dataclass

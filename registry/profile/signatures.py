@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 
 from registry.microbench.driver import Driver
 from registry.profile.sweep import Config
-from registry.trace.sampler import TreeSampler
-from registry.trace import counters as perf
-from registry.trace.signature import counter_signature, proc_signature, rows_in, wss_reads
+from registry.measure.sampler import TreeSampler
+from registry.measure import counters as perf
+from registry.measure.signature import counter_signature, proc_signature, rows_in, wss_reads
 
 WINDOW_S = 0.3          # several samples at the trace interval, and a working-set reading
 INTERVAL_S = 0.1        # the default interval of `nodereg trace`

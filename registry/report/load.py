@@ -3,7 +3,7 @@
 Node profiles come from the analyst view `v_profile` (the node's latest profile) joined with each
 config's first stream (its stride) and the node's `node_caches`. Traces are named the way people
 remember them: a trace uid, a unique uid prefix, an app name (its latest trace), or the path of a
-trace file written by `nodereg trace --out` (read with `registry.trace.tracefile.read_trace`).
+trace file written by `nodereg trace --out` (read with `registry.io.tracefile.read_trace`).
 Samples are stored long (trace_id, t_s, metric, value) and handed to the charts wide (one column
 per metric).
 """
@@ -184,7 +184,7 @@ def trace_from_registry(conn: sa.Connection, trace_id: int) -> TraceData:
 
 def trace_from_file(conn: sa.Connection | None, path: Path) -> TraceData:
     """A trace file; linked to its registry trace (same app, node, start and wall time) when stored."""
-    from registry.trace.tracefile import read_trace
+    from registry.io.tracefile import read_trace
     tr = read_trace(path)
     cols = {k: v for k, v in tr.samples.items() if isinstance(v, list)}
     t_s = cols.pop("t_s", [])

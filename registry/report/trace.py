@@ -21,7 +21,7 @@ from registry.report import charts
 from registry.report.document import Chart, Report, Table
 from registry.report.load import TraceData, TracePhase, resolve_trace
 
-# (panel title, axis label, metrics) for the metrics `nodereg trace` samples (registry.trace.sampler)
+# (panel title, axis label, metrics) for the metrics `nodereg trace` samples (registry.measure.sampler)
 GROUPS = [
     ("CPU", "CPUs busy, threads", ("cpu_util", "threads", "threads_active")),
     ("Memory", "MB", ("rss_mb", "wss_mb")),

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.trace import store
-from registry.trace.tracefile import Trace, read_trace
+from registry.io.tracefile import Trace, read_trace
 
 
 @dataclass

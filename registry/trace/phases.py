@@ -22,8 +22,8 @@ from collections import defaultdict
 import numpy as np
 
 from registry.trace.omp import OmpRecord
-from registry.trace.runner import Marker
-from registry.trace.tracefile import Phase
+from registry.measure.runner import Marker
+from registry.io.tracefile import Phase
 
 LOG_METRICS = {"rss_mb", "minflt_per_s", "majflt_per_s", "ctxsw_per_s", "read_mb_s", "write_mb_s", "wss_mb"}
 LINEAR_METRICS = {"cpu_util", "threads"}

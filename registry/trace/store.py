@@ -18,7 +18,7 @@ from registry.db import utcnow
 from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
 from registry.errors import UserError
 from registry.nodes import require_node_id
-from registry.trace.tracefile import Phase, Trace, finite_json
+from registry.io.tracefile import Phase, Trace, finite_json
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from registry.errors import UserError
 from registry.inventory import Inventory
-from registry.trace import cachegrind as cg
-from registry.trace import counters as perf
+from registry.measure import cachegrind as cg
+from registry.measure import counters as perf
 from registry.trace import omp as gomp
 from registry.trace import phases as ph
-from registry.trace import runner, signature
-from registry.trace.sampler import METRICS
-from registry.trace.tracefile import Phase, Trace
+from registry.measure import runner, signature
+from registry.measure.sampler import METRICS
+from registry.io.tracefile import Phase, Trace
 
 
 @dataclass

@@ -1,7 +1,7 @@
 -- Feature weights of the `similarity` projection model, as data (versioned like corredor_zones).
 -- A feature 'source.metric' takes the weight of its exact pattern, else of 'source.*', else of '*'.
 -- The model multiplies this prior by a relevance it learns from the references when it is fitted
--- (registry/match/similarity.py); a weight of 0 removes a feature or a whole source.
+-- (registry/models/similarity.py); a weight of 0 removes a feature or a whole source.
 -- Portable SQL: DuckDB and PostgreSQL.
 CREATE TABLE similarity_weights (
     version  INTEGER NOT NULL,

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from registry.errors import UserError
-from registry.match.corredor_zones import Zones
+from registry.models.corredor.zones import Zones
 
 KB_ELEMS = 1024  # the thesis's "size (KB)" column is the element count / 1024 (4000^2 doubles -> 15624)
 

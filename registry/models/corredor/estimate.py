@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from registry.match.corredor_index import Phase, Profile
-from registry.match.corredor_select import PhaseMatch
+from registry.models.corredor.index import Phase, Profile
+from registry.models.corredor.select import PhaseMatch
 
 NodeTpi = Mapping[str, Mapping[str, float]]   # config -> node -> time per iteration (us) on that node
 

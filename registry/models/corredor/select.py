@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from registry.match.corredor_index import Comparison, Phase, Profile, compare, queries
-from registry.match.corredor_zones import Zones
+from registry.models.corredor.index import Comparison, Phase, Profile, compare, queries
+from registry.models.corredor.zones import Zones
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from registry.errors import UserError
 from registry.inventory import Cache, Inventory
-from registry.trace.runner import kill_tree
-from registry.trace.watchdog import Watchdog
+from registry.measure.runner import kill_tree
+from registry.measure.watchdog import Watchdog
 
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
 METRICS = ("instructions", "data_reads", "data_writes", "accesses_per_inst", "d1_miss_rate", "ll_miss_rate",
@@ -116,7 +116,7 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
 
 
 def _run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text) -> int:
-    """Run valgrind to its end; its exit status. A watchdog (registry.trace.watchdog) kills it, and
+    """Run valgrind to its end; its exit status. A watchdog (registry.measure.watchdog) kills it, and
     what it runs, if this process is killed meanwhile: the pass may take minutes."""
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     watchdog = Watchdog(tmp)

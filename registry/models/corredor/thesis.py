@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.errors import UserError
-from registry.match.corredor import CorredorModel
-from registry.match.corredor_estimate import estimate_phase
-from registry.match.corredor_index import Phase, Profile, Stream
-from registry.match.corredor_select import PhaseMatch, SelectionRules
-from registry.match.corredor_zones import Zones
+from registry.models.corredor.model import CorredorModel
+from registry.models.corredor.estimate import estimate_phase
+from registry.models.corredor.index import Phase, Profile, Stream
+from registry.models.corredor.select import PhaseMatch, SelectionRules
+from registry.models.corredor.zones import Zones
 from registry.models.base import NodePrediction
 
 

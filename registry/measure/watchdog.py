@@ -11,7 +11,7 @@ when it has finished with the command. End of file without "done" means the trac
 watchdog freezes and kills every process it was told of that still runs, with its descendants,
 and removes the tracer's temporary directories.
 
-    python -m registry.trace.watchdog FD TMPDIR [TMPDIR...]
+    python -m registry.measure.watchdog FD TMPDIR [TMPDIR...]
 """
 
 import os
@@ -37,7 +37,7 @@ class Watchdog:
         read_end, self._fd = os.pipe()  # both close-on-exec: the traced command inherits neither
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "registry.trace.watchdog", str(read_end), *map(str, tmpdirs)],
+                [sys.executable, "-m", "registry.measure.watchdog", str(read_end), *map(str, tmpdirs)],
                 pass_fds=(read_end,),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
@@ -103,8 +103,8 @@ def main(argv: list[str]) -> int:
         return 0
     import shutil
 
-    from registry.trace import procfs
-    from registry.trace.runner import freeze_and_kill
+    from registry.measure import procfs
+    from registry.measure.runner import freeze_and_kill
 
     def survivors(seen: set[int]) -> set[int]:
         return {pid for root, start in told.items() if start_time(root) == start for pid in procfs.tree(root)}

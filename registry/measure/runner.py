@@ -5,7 +5,7 @@ as if run directly. The tracer is a child subreaper (prctl), so descendants whos
 findable: a timeout or an interrupt freezes (SIGSTOP) the whole tree, then kills it. A pidfd wakes
 the loop the moment the command exits (exact wall time); the marker FIFO is read in the same
 select loop, so markers get arrival times within milliseconds even when they carry none. A
-watchdog process (registry.trace.watchdog) kills the tree if the tracer itself is killed (kill -9).
+watchdog process (registry.measure.watchdog) kills the tree if the tracer itself is killed (kill -9).
 """
 
 import ctypes
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry.errors import UserError
-from registry.trace import procfs
+from registry.measure import procfs
 from registry.trace.markers import FIFO_ENV
-from registry.trace.sampler import TreeSampler
-from registry.trace.watchdog import Watchdog
+from registry.measure.sampler import TreeSampler
+from registry.measure.watchdog import Watchdog
 
 PR_SET_CHILD_SUBREAPER = 36
 TERM_GRACE_S = 2.0

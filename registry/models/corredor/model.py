@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from registry.errors import UserError
-from registry.match.corredor_estimate import NodeTpi, project
-from registry.match.corredor_index import Comparison, Phase, Profile, Stream
-from registry.match.corredor_select import PhaseMatch, SelectionRules, match_phase
-from registry.match.corredor_zones import Zones, load_zones
+from registry.models.corredor.estimate import NodeTpi, project
+from registry.models.corredor.index import Comparison, Phase, Profile, Stream
+from registry.models.corredor.select import PhaseMatch, SelectionRules, match_phase
+from registry.models.corredor.zones import Zones, load_zones
 from registry.models.base import NEEDS_STREAMS, NodePrediction, ProjectionModel, Query, ReferenceSet
 
 __all__ = ["CorredorModel", "Phase", "PhasesQuery", "Profile", "SelectionRules", "Stream", "Zones",

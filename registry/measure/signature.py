@@ -5,7 +5,7 @@ Sources and metrics (see docs/trace.md for what they mean and how they were chos
 - proc (always): cpu_util, threads_active, rss_mb, wss_mb, wss_llc, minflt_per_s, majflt_per_s,
   ctxsw_per_s, read_mb_s, write_mb_s
 - counters (perf, where the node has a PMU): ipc, cache_miss_rate, misses_per_kinst
-- cachegrind (with --cachegrind): see `registry.trace.cachegrind.METRICS`
+- cachegrind (with --cachegrind): see `registry.measure.cachegrind.METRICS`
 
 `wss_llc` (working set over the last-level cache size) is what tells a memory-bound phase from a
 compute-bound one on nodes without counters: > 1 means the phase touches more memory per interval
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from registry.trace import counters as perf
-from registry.trace.tracefile import Phase
+from registry.measure import counters as perf
+from registry.io.tracefile import Phase
 
 MEAN_METRICS = ("cpu_util", "threads_active", "minflt_per_s", "majflt_per_s", "ctxsw_per_s", "read_mb_s",
                 "write_mb_s")

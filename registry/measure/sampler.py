@@ -26,7 +26,7 @@ working set read after k intervals covers those k intervals).
 import math
 import time
 
-from registry.trace import procfs
+from registry.measure import procfs
 
 METRICS = ("cpu_util", "threads", "threads_active", "rss_mb", "minflt_per_s", "majflt_per_s", "ctxsw_per_s",
            "read_mb_s", "write_mb_s", "wss_mb", "wss_window_s")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from registry.match.corredor_index import Phase, Profile, Stream
+from registry.models.corredor.index import Phase, Profile, Stream
 
 
 def streams_by_owner(rows: Iterable[Mapping], owner: str) -> dict[object, tuple[Stream, ...]]:
