@@ -23,9 +23,8 @@ count: `threads` NULL or all of the node's CPUs). Metrics, per model:
 and, for the data itself, the noise floor: each run against the median of the other runs of the
 same app on the same node (every app, on the base and the evaluated nodes; cells with >= 2 runs).
 
-Two simple baselines run beside the installed models so that every report says what "simple"
-reaches on the same data: ``median-ratio`` (each node's median ratio over all references) and
-``knn5-sar`` (the plain mean of the 5 nearest references by z-scored sar summary).
+Simple baselines (registry/models/baselines.py, plugins like any model, marked ``baseline``) run
+beside the other models so that every report says what "simple" reaches on the same data.
 """
 
 from __future__ import annotations
@@ -41,11 +40,10 @@ from threadpoolctl import threadpool_limits
 
 from registry.db import Registry
 from registry.errors import UserError
-from registry.models.base import (MODEL_FAILURES, NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction,
-                                  ProjectionModel, Query, ReferenceSet)
+from registry.models.base import (MODEL_FAILURES, NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, ProjectionModel, Query,
+                                  ReferenceSet)
 
 SERVABLE_NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
-BASELINES = ("median-ratio", "knn5-sar")
 
 
 @dataclass
@@ -237,72 +235,13 @@ def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node
     return out
 
 
-# -- baselines ---------------------------------------------------------------------------------
-
-
-class MedianRatioBaseline(ProjectionModel):
-    """Scale the base time by each node's median ratio over all references (ignores the signature)."""
-
-    name = "median-ratio"
-    description = "baseline: base time x the node's median node-to-base ratio over all references"
-    needs = frozenset()
-
-    def fit(self, refs: ReferenceSet) -> MedianRatioBaseline:
-        self.median = refs.log_ratio.median()
-        return self
-
-    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
-        out = []
-        for node in nodes:
-            r = float(self.median.get(node, np.nan))
-            t = query.base_time_s * np.exp(r) if np.isfinite(r) else np.nan
-            out.append(NodePrediction(node, t, t, t))
-        return out
-
-
-class KnnSarBaseline(ProjectionModel):
-    """Plain mean of the log ratios of the k nearest references, z-scored 'sar.*' features, Euclidean."""
-
-    name = "knn5-sar"
-    description = "baseline: 5 nearest references by z-scored sar summary, plain mean of their log ratios"
-    needs = frozenset({NEEDS_SIGNATURES})
-
-    def __init__(self, k: int = 5):
-        self.k = k
-
-    def fit(self, refs: ReferenceSet) -> KnnSarBaseline:
-        cols = [c for c in refs.features.columns if c.startswith("sar.")]
-        x = refs.features[cols]
-        self.mu, self.sd = x.mean(), x.std().replace(0, np.nan)
-        self.cols = [c for c in cols if np.isfinite(self.sd[c])]
-        self.z = ((x[self.cols] - self.mu[self.cols]) / self.sd[self.cols]).fillna(0.0)
-        self.y = refs.log_ratio
-        return self
-
-    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
-        zq = ((query.features.reindex(self.cols) - self.mu[self.cols]) / self.sd[self.cols]).fillna(0.0)
-        d = np.sqrt(((self.z - zq) ** 2).sum(axis=1))
-        out = []
-        for node in nodes:
-            col = self.y[node].dropna() if node in self.y.columns else pd.Series(dtype=float)
-            near = d[col.index].nsmallest(self.k).index
-            r = float(col[near].mean()) if len(near) else np.nan
-            t = query.base_time_s * np.exp(r)
-            out.append(NodePrediction(node, t, t, t))
-        return out
-
-
-def baseline(name: str) -> ProjectionModel:
-    return {"median-ratio": MedianRatioBaseline, "knn5-sar": KnnSarBaseline}[name]()
-
-
 # -- the run -----------------------------------------------------------------------------------
 
 
 @dataclass
 class ModelResult:
     name: str
-    kind: str                      # 'model' | 'baseline'
+    kind: str                      # 'model' | 'baseline' (the class says so: Model.baseline)
     metrics: dict
     seconds: float
     predictions: pd.DataFrame      # app, node, base_s, predicted_s, low_s, high_s, actual_s
@@ -359,18 +298,14 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
     return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error)
 
 
-def evaluate(data: EvalData, models: Iterable[str], *, baselines: Iterable[str] = BASELINES,
+def evaluate(data: EvalData, models: Iterable[str], *,
              on_app: Callable[[], None] | None = None) -> list[ModelResult]:
-    """Every named installed model, then the named baselines, each by leave-one-app-out on `data`."""
+    """Every named installed model (baselines included) by leave-one-app-out on `data`, models first."""
     from registry.models import plugins
 
-    results = []
-    for name in models:
-        cls = plugins.model_class(name, kind="projection")
-        results.append(evaluate_model(data, cls, name, "model", on_app))
-    for name in baselines:
-        results.append(evaluate_model(data, lambda name=name: baseline(name), name, "baseline", on_app))
-    return results
+    classes = [plugins.model_class(name, kind="projection") for name in models]
+    classes.sort(key=lambda cls: cls.baseline)
+    return [evaluate_model(data, cls, cls.name, "baseline" if cls.baseline else "model", on_app) for cls in classes]
 
 
 def predictions_frame(results: list[ModelResult]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from registry.db.write import insert_rows
 from registry.errors import UserError
 from registry.io.lumos import import_lumos
 from registry.models.similarity import SimilarityModel, load_weights
+from registry.models.baselines import MedianRatioBaseline
 from registry.models.forest import ForestModel
 
 
@@ -57,7 +58,7 @@ def test_load_builds_the_leave_one_out_tables(synth_registry):
 def test_similarity_beats_ignoring_the_signature(synth_registry):
     data = _data(synth_registry)
     sim = ev.evaluate_model(data, SimilarityModel, "similarity")
-    flat = ev.evaluate_model(data, lambda: ev.baseline("median-ratio"), "median-ratio", "baseline")
+    flat = ev.evaluate_model(data, MedianRatioBaseline, "median-ratio", "baseline")
     assert sim.error is None and flat.error is None
     assert sim.metrics["cells"] == len(data.apps) * 3
     assert sim.metrics["mape"] < 0.6 * flat.metrics["mape"]
@@ -199,7 +200,7 @@ def test_run_level_mape_by_hand():
 def test_forest_serves_and_beats_ignoring_the_signature(synth_registry):
     data = _data(synth_registry)
     forest = ev.evaluate_model(data, lambda: ForestModel(n_estimators=30), "forest")
-    flat = ev.evaluate_model(data, lambda: ev.baseline("median-ratio"), "median-ratio", "baseline")
+    flat = ev.evaluate_model(data, MedianRatioBaseline, "median-ratio", "baseline")
     assert forest.error is None
     assert forest.metrics["mape"] < 0.8 * flat.metrics["mape"]
     assert forest.metrics["run_mape"] is not None

@@ -65,10 +65,10 @@ def _model_list(text: str | None, data) -> tuple[list[str], list[str]]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise UserError("--models needs at least one model name")
-    unknown = [n for n in names if n not in servable and n not in ev.BASELINES]
+    unknown = [n for n in names if n not in servable]
     if unknown:
         raise UserError(f"cannot evaluate {', '.join(unknown)}: the models that can serve here are "
-                        f"{', '.join(servable + list(ev.BASELINES)) or 'none'}")
+                        f"{', '.join(servable) or 'none'}")
     return names, []
 
 
@@ -82,7 +82,7 @@ def evaluate_cmd(
     base: str = typer.Option(None, "--base", help="Base node (its traces are the queries). Default: the node with "
                                                   "traces of the most apps measured elsewhere."),
     models: str = typer.Option(None, "--models", help="Comma-separated models (default: every installed projection "
-                                                      "model that can serve, plus the baselines)."),
+                                                      "model that can serve, baselines included)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     predictions: Path = typer.Option(None, "--predictions", help="Write every prediction to this CSV: "
                                                                   "model,app,node,predicted_s,actual_s."),
@@ -94,11 +94,8 @@ def evaluate_cmd(
     reg = state(ctx).registry(readonly=True)
     data = ev.load(reg, base, weights_loader=load_weights)
     names, skipped = _model_list(models, data)
-    chosen = [n for n in names if n not in ev.BASELINES]
-    baselines = [n for n in names if n in ev.BASELINES] if models else list(ev.BASELINES)
-    total = len(data.apps) * (len(chosen) + len(baselines))
-    with _progress("leave-one-app-out", total) as advance:
-        results = ev.evaluate(data, chosen, baselines=baselines, on_app=advance)
+    with _progress("leave-one-app-out", len(data.apps) * len(names)) as advance:
+        results = ev.evaluate(data, names, on_app=advance)
     if predictions is not None:
         try:
             ev.predictions_frame(results).to_csv(predictions, index=False)
@@ -124,6 +121,7 @@ def evaluate_cmd(
     print_table(table, columns + (["error"] if any(r["error"] for r in rows) else []),
                 title=f"leave-one-app-out, base {data.base_node}: {len(data.apps)} apps x "
                       f"{data.actual_s.shape[1]} other nodes")
+    baselines = [r.name for r in results if r.kind == "baseline"]
     if baselines:
         err_console.print(f"baselines: {', '.join(baselines)} (see docs/evaluation.md)")
     if noise["mape"] is not None:

@@ -202,6 +202,7 @@ class Model:
     kind: ClassVar[str]             # 'projection' | 'scaling'
     description: ClassVar[str]      # one line, shown by `nodereg models`
     needs: ClassVar[frozenset[str]] = frozenset()
+    baseline: ClassVar[bool] = False  # a simple reference model, listed apart in `nodereg evaluate`
     warnings: list[str]             # warnings about the fit as a whole (set by fit)
 
     def params(self) -> dict:

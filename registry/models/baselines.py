@@ -1,0 +1,66 @@
+"""Baselines: what "simple" reaches on the same data, shown beside every model in `nodereg evaluate`.
+
+They are plugins like any model (entry points in pyproject.toml), marked ``baseline = True`` so that
+reports list them apart; they can also serve `nodereg match`, where they make a useful sanity check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from registry.models.base import NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query, ReferenceSet
+
+
+class MedianRatioBaseline(ProjectionModel):
+    """Scale the base time by each node's median ratio over all references (ignores the signature)."""
+
+    name = "median-ratio"
+    baseline = True
+    description = "baseline: base time x the node's median node-to-base ratio over all references"
+    needs = frozenset()
+
+    def fit(self, refs: ReferenceSet) -> MedianRatioBaseline:
+        self.median = refs.log_ratio.median()
+        return self
+
+    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        out = []
+        for node in nodes:
+            r = float(self.median.get(node, np.nan))
+            t = query.base_time_s * np.exp(r) if np.isfinite(r) else np.nan
+            out.append(NodePrediction(node, t, t, t))
+        return out
+
+
+class KnnSarBaseline(ProjectionModel):
+    """Plain mean of the log ratios of the k nearest references, z-scored 'sar.*' features, Euclidean."""
+
+    name = "knn5-sar"
+    baseline = True
+    description = "baseline: 5 nearest references by z-scored sar summary, plain mean of their log ratios"
+    needs = frozenset({NEEDS_SIGNATURES})
+
+    def __init__(self, k: int = 5):
+        self.k = k
+
+    def fit(self, refs: ReferenceSet) -> KnnSarBaseline:
+        cols = [c for c in refs.features.columns if c.startswith("sar.")]
+        x = refs.features[cols]
+        self.mu, self.sd = x.mean(), x.std().replace(0, np.nan)
+        self.cols = [c for c in cols if np.isfinite(self.sd[c])]
+        self.z = ((x[self.cols] - self.mu[self.cols]) / self.sd[self.cols]).fillna(0.0)
+        self.y = refs.log_ratio
+        return self
+
+    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        zq = ((query.features.reindex(self.cols) - self.mu[self.cols]) / self.sd[self.cols]).fillna(0.0)
+        d = np.sqrt(((self.z - zq) ** 2).sum(axis=1))
+        out = []
+        for node in nodes:
+            col = self.y[node].dropna() if node in self.y.columns else pd.Series(dtype=float)
+            near = d[col.index].nsmallest(self.k).index
+            r = float(col[near].mean()) if len(near) else np.nan
+            t = query.base_time_s * np.exp(r)
+            out.append(NodePrediction(node, t, t, t))
+        return out
