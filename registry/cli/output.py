@@ -11,11 +11,8 @@ explicitly, with `Text(..., style=...)` or a `style=` argument, never written in
 """
 
 import csv
-import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import date, datetime
-from decimal import Decimal
 
 import orjson
 from rich.console import Console
@@ -23,30 +20,20 @@ from rich.progress import TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from registry.values import fmt_value, plain
+
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _LITERAL = {"markup": False, "emoji": False, "highlight": False}
 console = Console(soft_wrap=True, **_LITERAL)
 err_console = Console(stderr=True, soft_wrap=True, **_LITERAL)
 
 
-def _plain(value):
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return value.item()  # numpy scalar
-    return value
-
-
 def _unknown(value):
     """orjson's fallback for types it does not know (Decimal, numpy and pandas scalars)."""
-    plain = _plain(value)
-    if plain is value:
+    converted = plain(value)
+    if converted is value:
         raise TypeError(f"cannot write {type(value).__name__} as JSON")
-    return plain
+    return converted
 
 
 def print_json(obj) -> None:
@@ -54,17 +41,6 @@ def print_json(obj) -> None:
     predictions and the standard library's indenting encoder is pure Python (0.7 s for those)."""
     sys.stdout.write(orjson.dumps(obj, default=_unknown, option=_JSON_OPTIONS).decode())
     sys.stdout.write("\n")
-
-
-def fmt_value(value) -> str:
-    value = _plain(value)
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if value == 0 or 1e-3 <= abs(value) < 1e6:
-            return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
-        return f"{value:.3e}"
-    return str(value)
 
 
 def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *, title: str | None = None,
@@ -75,7 +51,7 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
         return
     table = Table(title=None if title is None else Text(title), header_style="bold")
     for col in columns:
-        numeric = all(isinstance(_plain(r.get(col)), (int, float)) or r.get(col) is None for r in rows)
+        numeric = all(isinstance(plain(r.get(col)), (int, float)) or r.get(col) is None for r in rows)
         table.add_column(Text(str(col)), justify="right" if numeric else "left", overflow="fold")
     for r in rows:
         table.add_row(*(Text(fmt_value(r.get(c))) for c in columns))
@@ -91,4 +67,4 @@ def print_csv(rows: Iterable[Sequence], columns: Sequence[str]) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if v is None else _plain(v) for v in row])
+        writer.writerow(["" if v is None else plain(v) for v in row])

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 import numpy as np
 import sqlalchemy as sa
 
+from registry.values import plain
+
 
 def new_uid() -> str:
     return str(uuid.uuid4())
@@ -123,9 +125,4 @@ def _insert_postgres(conn: sa.Connection, table: str, frame) -> None:
     values = frame.astype(object).where(frame.notna(), None)
     with raw.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
         for row in values.itertuples(index=False, name=None):
-            copy.write_row([_plain(v) for v in row])
-
-
-def _plain(value):
-    """numpy scalars -> Python scalars for the COPY writer."""
-    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
+            copy.write_row([plain(v) for v in row])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from registry.db.names import check_name
 from registry.errors import UserError
+from registry.values import finite_json
 
 FORMAT = "nodereg-trace"
 VERSION = 1
@@ -55,17 +56,6 @@ class Trace:
     def to_dict(self) -> dict:
         doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
         return finite_json(doc)
-
-
-def finite_json(obj):
-    """NaN/inf are not JSON: they become null (recursively)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [finite_json(v) for v in obj]
-    return obj
 
 
 def write_trace(trace: Trace, path: Path | str) -> Path:

@@ -8,7 +8,6 @@ a clear message instead of a traceback.
 from __future__ import annotations
 
 import json
-import math
 
 import sqlalchemy as sa
 
@@ -17,19 +16,7 @@ from registry.db.write import insert_returning, new_uid
 from registry.errors import UserError
 from registry.models import plugins
 from registry.models.base import Model
-
-
-def _finite(obj):
-    """NaN/inf are not JSON: store them as null (params use None for 'not estimated')."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        return _finite(obj.item())
-    return obj
+from registry.values import finite_json
 
 
 def save_model(conn: sa.Connection, model: Model, scope: str | None) -> str:
@@ -37,7 +24,7 @@ def save_model(conn: sa.Connection, model: Model, scope: str | None) -> str:
     uid = new_uid()
     insert_returning(conn, "models", {
         "uid": uid, "name": model.name, "version": str(model.version), "scope": scope,
-        "params_json": json.dumps(_finite(model.params()), allow_nan=False, sort_keys=True),
+        "params_json": json.dumps(finite_json(model.params()), allow_nan=False, sort_keys=True),
         "fitted_at": utcnow()}, "model_id")
     return uid
 

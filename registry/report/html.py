@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from html import escape
 
 from registry import __version__
-from registry.cli.output import fmt_value
 from registry.report.document import Chart, Report, Table, figure_bytes
+from registry.values import fmt_value
 
 _CSS = """
 body { font-family: 'DejaVu Sans', Verdana, Arial, sans-serif; color: #222; margin: 0; background: #f6f7f9; }

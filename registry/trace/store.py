@@ -18,7 +18,8 @@ from registry.db import utcnow
 from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
 from registry.errors import UserError
 from registry.nodes import require_node_id
-from registry.io.tracefile import Phase, Trace, finite_json
+from registry.io.tracefile import Phase, Trace
+from registry.values import finite_json
 
 if TYPE_CHECKING:
     import pandas as pd
