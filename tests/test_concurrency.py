@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from registry_data import populate
 
 from registry.db import open_registry, utcnow
+from registry.db.migrate import available
 from registry.doctor import check
 from registry.profile import catalog, profiler
 from registry.profile.runner import Measurement
@@ -148,3 +149,33 @@ def test_a_dozen_writers_add_the_same_new_configs(db_url):
         assert q("SELECT count(*) FROM ub_streams") == [(sum(len(c.descriptors()) for c in configs.values()),)]
         assert check(conn) == []
     reg.close()
+
+
+_OPEN_WHEN_TOLD = """
+import sys, time, pathlib
+from registry.db import open_registry
+gate = pathlib.Path(sys.argv[2])
+while not gate.exists():
+    time.sleep(0.005)
+open_registry(sys.argv[1]).close()
+"""
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_eight_processes_open_an_empty_registry_at_once(tmp_path, db_url):
+    """A fleet's jobs all start on a fresh registry: each migrates it, under the advisory lock one
+    at a time (without it, they fail on tables created meanwhile by another)."""
+    gate = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_WHEN_TOLD, db_url, str(gate)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    time.sleep(1.5)  # all of them imported and polling
+    gate.touch()
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors
+    reg = open_registry(db_url)
+    with reg.connect() as conn:
+        versions = [v for (v,) in conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version"))]
+        assert versions == [m.version for m in available()]
+        assert check(conn) == []
+    reg.close()
+
