@@ -103,6 +103,18 @@ def _lscpu_model() -> str | None:
     return _cpuinfo_field(out, "model name")
 
 
+@functools.cache
+def cpu_identity(root: Path | str = "/") -> str:
+    """What a native build is specific to: the architecture, the CPU model (x86 'model name'; Arm
+    implementer, part and variant) and every instruction-set flag the kernel reports, sorted."""
+    cpuinfo = _read(Path(root) / "proc/cpuinfo") or ""
+    model = [_cpuinfo_field(cpuinfo, name) or "" for name in
+             ("vendor_id", "cpu family", "model", "model name", "cpu model", "cpu implementer", "cpu part",
+              "cpu variant")]
+    flags = sorted(set((_cpuinfo_field(cpuinfo, "flags", "features") or "").split()))
+    return "|".join([platform.machine(), *model, " ".join(flags)])
+
+
 def compiler_version(cc: str | None = None) -> str | None:
     return _version_of(cc or os.environ.get("CC", "cc"))
 

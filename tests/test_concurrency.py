@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
+from fleet_data import host_record
 from registry_data import populate
 
 from registry.db import open_registry, utcnow
+from registry.db.migrate import available
 from registry.doctor import check
 from registry.profile import catalog, profiler
 from registry.profile.runner import Measurement
@@ -123,14 +125,8 @@ def _unmeasured(node: str, kernels: list[str]) -> ProfileRecord:
     return ProfileRecord(node, prep.inventory, "custom", ms, utcnow(), utcnow(), 1.0, "test", None, None)
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_a_dozen_writers_add_the_same_new_configs(db_url):
-    """Nested kernel sets stored at one instant: the writer wanting all twelve microbenchmarks meets
-    a rival's uncommitted row at each; it must wait for it, not fail (whole-transaction retries ran
-    out here: three attempts for up to eleven rivals)."""
-    names = [ub.name for ub in catalog.ALL[:12]]
-    records = [_unmeasured(f"w{i}", names[:i + 1]) for i in range(len(names))]
-    reg = open_registry(db_url)
+def _save_at_once(reg, records: list[ProfileRecord]) -> None:
+    """Store every record from its own thread, all released at one instant."""
     barrier = threading.Barrier(len(records))
 
     def save(record):
@@ -139,6 +135,17 @@ def test_a_dozen_writers_add_the_same_new_configs(db_url):
 
     with ThreadPoolExecutor(len(records)) as pool:
         list(pool.map(save, records))
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_dozen_writers_add_the_same_new_configs(db_url):
+    """Nested kernel sets stored at one instant: the writer wanting all twelve microbenchmarks meets
+    a rival's uncommitted row at each; it must wait for it, not fail (whole-transaction retries ran
+    out here: three attempts for up to eleven rivals)."""
+    names = [ub.name for ub in catalog.ALL[:12]]
+    records = [_unmeasured(f"w{i}", names[:i + 1]) for i in range(len(names))]
+    reg = open_registry(db_url)
+    _save_at_once(reg, records)
     with reg.connect() as conn:
         q = lambda sql: [tuple(r) for r in conn.execute(sa.text(sql))]  # noqa: E731
         configs = {m.config.key: m.config for r in records for m in r.measurements}
@@ -146,5 +153,52 @@ def test_a_dozen_writers_add_the_same_new_configs(db_url):
         assert q("SELECT count(*) FROM profile_runs") == [(sum(len(r.measurements) for r in records),)]
         # each config's streams written once, by the writer that added the config
         assert q("SELECT count(*) FROM ub_streams") == [(sum(len(c.descriptors()) for c in configs.values()),)]
+        assert check(conn) == []
+    reg.close()
+
+
+_OPEN_WHEN_TOLD = """
+import sys, time, pathlib
+from registry.db import open_registry
+gate = pathlib.Path(sys.argv[2])
+while not gate.exists():
+    time.sleep(0.005)
+open_registry(sys.argv[1]).close()
+"""
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_eight_processes_open_an_empty_registry_at_once(tmp_path, db_url):
+    """A fleet's jobs all start on a fresh registry: each migrates it, under the advisory lock one
+    at a time (without it, they fail on tables created meanwhile by another)."""
+    gate = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_WHEN_TOLD, db_url, str(gate)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    time.sleep(1.5)  # all of them imported and polling
+    gate.touch()
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors
+    reg = open_registry(db_url)
+    with reg.connect() as conn:
+        versions = [v for (v,) in conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version"))]
+        assert versions == [m.version for m in available()]
+        assert check(conn) == []
+    reg.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_eight_hosts_store_profiles_of_one_type_at_once(db_url):
+    """A fleet's hosts finish together: eight profiles of one new node type, all wanting the same
+    new node, microbenchmark and config rows at one instant, each land whole, under its host."""
+    records = [host_record("fleet-type", f"cn{i:02d}", 1.0 + i / 10) for i in range(8)]
+    reg = open_registry(db_url)
+    _save_at_once(reg, records)
+    with reg.connect() as conn:
+        q = lambda sql: [tuple(r) for r in conn.execute(sa.text(sql))]  # noqa: E731
+        assert q("SELECT name FROM nodes") == [("fleet-type",)]
+        assert q("SELECT host, profiles FROM v_hosts ORDER BY host") == [(f"cn{i:02d}", 1) for i in range(8)]
+        configs = {m.config.key for m in records[0].measurements}
+        assert sorted(k for (k,) in q("SELECT config_key FROM ub_configs")) == sorted(configs)
+        assert q("SELECT count(*) FROM profile_runs") == [(8 * len(configs),)]
         assert check(conn) == []
     reg.close()

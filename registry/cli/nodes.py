@@ -15,14 +15,18 @@ nodes_app = typer.Typer(help="List, show and remove nodes.", invoke_without_comm
 app.add_typer(nodes_app, name="nodes")
 
 _LIST_SQL = """
-SELECT name, cpu_model, n_cpus, cores, memory_bytes, cpu_list, source, profiles, last_profiled,
+SELECT name, cpu_model, n_cpus, cores, memory_bytes, cpu_list, source, hosts, profiles, last_profiled,
        memory_triad_gbs, best_fp64_gflops, measured_runs
 FROM v_nodes ORDER BY name"""
+_HOSTS_SQL = """
+SELECT host, profiles, last_profiled, memory_triad_gbs, best_fp64_gflops
+FROM v_hosts WHERE node = :name ORDER BY host"""
 
 
 @nodes_app.callback()
 def list_nodes(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List the registered nodes (with `show` or `rm`: act on one)."""
+    """List the registered nodes (types; `hosts`: how many hosts profiled each, whose median the
+    figures are); with `show` or `rm`: act on one."""
     if ctx.invoked_subcommand is not None:
         return
     reg = state(ctx).registry(readonly=True)
@@ -34,7 +38,7 @@ def list_nodes(ctx: typer.Context, as_json: bool = typer.Option(False, "--json",
     if as_json:
         print_json(rows)
     else:
-        print_table(rows, ["name", "cpu_model", "n_cpus", "memory_gib", "cpu_list", "profiles",
+        print_table(rows, ["name", "cpu_model", "n_cpus", "memory_gib", "cpu_list", "hosts", "profiles",
                            "memory_triad_gbs", "best_fp64_gflops", "measured_runs"],
                     empty="no nodes registered yet: run `nodereg profile NODE`")
 
@@ -48,9 +52,10 @@ def node_details(conn: sa.Connection, name: str) -> dict:
         "SELECT level, cache_type, size_bytes, line_bytes, shared_by, instances FROM node_caches "
         "WHERE node_id = :id ORDER BY level, cache_type"), {"id": node_id})]
     node["profiles"] = [dict(r._mapping) for r in conn.execute(sa.text(
-        "SELECT p.uid, p.mode, p.started_at, p.duration_s, p.cpu_list, p.compiler, "
+        "SELECT p.uid, p.host, p.mode, p.started_at, p.duration_s, p.cpu_list, p.compiler, "
         "(SELECT count(*) FROM profile_runs r WHERE r.profile_id = p.profile_id) AS configs "
         "FROM profiles p WHERE p.node_id = :id ORDER BY p.profile_id"), {"id": node_id})]
+    node["hosts"] = [dict(r._mapping) for r in conn.execute(sa.text(_HOSTS_SQL), {"name": name})]
     node["traces"] = conn.execute(sa.text("SELECT count(*) FROM traces WHERE node_id = :id"), {"id": node_id}).scalar_one()
     node["runs"] = conn.execute(sa.text("SELECT count(*) FROM runs WHERE node_id = :id"), {"id": node_id}).scalar_one()
     return node
@@ -59,7 +64,7 @@ def node_details(conn: sa.Connection, name: str) -> dict:
 @nodes_app.command("show")
 def show(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
          as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Show one node: inventory, caches, profiles, traces and runs."""
+    """Show one node: inventory, caches, hosts, profiles, traces and runs."""
     reg = state(ctx).registry(readonly=True)
     with reg.connect() as conn:
         node = node_details(conn, name)
@@ -72,6 +77,8 @@ def show(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
     print_table([{"field": k, "value": v} for k, v in head.items()], ["field", "value"], title=f"node {name}")
     if node["caches"]:
         print_table(node["caches"], title="caches")
+    if len(node["hosts"]) > 1:
+        print_table(node["hosts"], title="hosts (latest profile of each; `nodereg health` compares them)")
     print_table(node["profiles"], title="profiles", empty="no profiles")
 
 

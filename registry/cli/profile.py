@@ -56,6 +56,9 @@ def profile(
     cachegrind: bool = typer.Option(False, "--cachegrind", help="Also measure the representative configs' "
                                     "cachegrind signatures (valgrind; 1-2 minutes more), to match phases "
                                     "traced with --cachegrind."),
+    host: str = typer.Option(None, "--host", help="Record the profile as measured on this host (default: "
+                                                  "this machine's hostname; `nodereg fleet` passes the "
+                                                  "Slurm node name)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Measure this node's microbenchmark profile and store it with the node's inventory."""
@@ -69,7 +72,7 @@ def profile(
     opts = profiler.ProfileOptions(
         node=node, mode="quick" if quick else "full" if full else "default",
         cpus=cpulist.parse(cpus) if cpus is not None else None, threads=_threads(threads), reps=reps,
-        kernels=catalog.select(kernels), cachegrind=cachegrind)
+        kernels=catalog.select(kernels), cachegrind=cachegrind, host=host)
     prep = profiler.prepare(opts)
     state(ctx).registry()   # a bad registry fails now, not after the measurements
     state(ctx).close()      # ... and holds no lock while measuring (reopened, with --wait, to store)

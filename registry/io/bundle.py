@@ -139,8 +139,8 @@ def _load_frames(root: Path, conn: sa.Connection, path: Path) -> dict[str, pd.Da
 
 
 class _Importer:
-    def __init__(self, conn: sa.Connection, frames: dict[str, pd.DataFrame], rename: bool):
-        self.conn, self.frames, self.rename = conn, frames, rename
+    def __init__(self, conn: sa.Connection, frames: dict[str, pd.DataFrame], rename: bool, same_type: bool = False):
+        self.conn, self.frames, self.rename, self.same_type = conn, frames, rename, same_type
         self.idmap: dict[str, dict] = {}      # table -> {bundle id: registry id}
         self.new: dict[str, set] = {}         # table -> bundle ids inserted as new rows
         self.added: dict[str, int] = {}
@@ -195,7 +195,7 @@ class _Importer:
         fresh = []
         for idx, row in frame.iterrows():
             hit = by_key.get(tuple(row[c] for c in spec.identity))
-            if hit is not None and spec.table == "nodes" and not _same_node(hit, row):
+            if hit is not None and spec.table == "nodes" and not self.same_type and not _same_node(hit, row):
                 if not self.rename:
                     raise UserError(f"node {row['name']!r} exists in this registry with different hardware "
                                     "(bundle: {}; here: {}): pass --rename to import it under a new name".format(
@@ -265,11 +265,15 @@ def _node_text(row) -> str:
     return f"{row['cpu_model']}, {row['n_cpus']} CPUs, cpus={row['cpu_list']}"
 
 
-def import_bundle(conn: sa.Connection, path: Path, rename: bool = False) -> dict:
-    """Import a bundle into the registry behind `conn` (call inside one transaction)."""
+def import_bundle(conn: sa.Connection, path: Path, rename: bool = False, same_type: bool = False) -> dict:
+    """Import a bundle into the registry behind `conn` (call inside one transaction).
+
+    `same_type`: a same-named node is the same node type whatever its inventory says (the bundles
+    of a fleet are hosts of one type, whose memory sizes differ by what firmware keeps; comparing
+    hosts is `nodereg health`'s job), as when its hosts profile into the registry directly."""
     with _opened(Path(path)) as root:
         manifest = _manifest(root, Path(path), current_version(conn))
         frames = _load_frames(root, conn, Path(path))
-    result = _Importer(conn, frames, rename).run()
+    result = _Importer(conn, frames, rename, same_type).run()
     result["manifest"] = manifest
     return result

@@ -24,25 +24,35 @@ from registry.db.read import read_arrays
 from registry.errors import UserError
 from registry.models.base import Matrix, ReferenceSet
 
-# numbers only, one row per run of every node's latest profile: strings (names, keys) are mapped
-# on from the small tables below. `combo` is the config and the cache level its working set fits on
+# numbers only, one row per config measured on each node type: strings (names, keys) are mapped on
+# from the small tables below. `combo` is the config and the cache level its working set fits on
 # that node (ws_level, < 63) in one integer; the throughput (work per second of the whole node:
-# bytes, else flops, else chains, else iterations x threads) is computed by the database.
+# bytes, else flops, else chains, else iterations x threads) is computed by the database, per run
+# of each host's latest profile of the type. A type profiled on several hosts takes the median over
+# them (schema/migrations/0008_hosts.sql); the others, most of a registry, are read as they are
+# (aggregating millions of single-host runs cost 4x the read). `first_run` orders the rows as the
+# configs were measured, which decides the base node's first run of a key.
 _RUNS = """
-SELECT * FROM (
-SELECT p.node_id, c.threads,
-       CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
-       CASE WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
-            WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
-            WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
-            ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END AS throughput
-FROM profile_runs r
-JOIN (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id) p
-     ON p.profile_id = r.profile_id
-JOIN ub_configs c ON c.config_id = r.config_id
-LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND lv.owner_id = r.run_id
-     AND lv.source = 'streams' AND lv.metric = 'ws_level') runs
-WHERE throughput > 0"""
+WITH latest AS (
+    SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts
+    FROM (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id, host) per_host),
+runs AS (
+    SELECT r.run_id, l.node_id, l.hosts, c.threads,
+           CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
+           CASE WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
+                WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
+                WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
+                ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END AS throughput
+    FROM profile_runs r
+    JOIN latest l ON l.profile_id = r.profile_id
+    JOIN ub_configs c ON c.config_id = r.config_id
+    LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND lv.owner_id = r.run_id
+         AND lv.source = 'streams' AND lv.metric = 'ws_level')
+SELECT run_id AS first_run, node_id, threads, combo, throughput FROM runs WHERE hosts = 1 AND throughput > 0
+UNION ALL
+SELECT min(run_id), node_id, threads, combo, percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput)
+FROM runs WHERE hosts > 1 AND throughput > 0
+GROUP BY node_id, threads, combo"""
 _CONFIGS = """
 SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json
 FROM ub_configs c JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
@@ -55,8 +65,9 @@ WHERE r.profile_id = (SELECT max(profile_id) FROM profiles WHERE node_id = :node
 
 @dataclass
 class Profiles:
-    """Every node's latest profile, reduced to what projection needs: one entry per run, as arrays
-    of integer codes (a 10,000-node registry has millions of runs; strings would dominate)."""
+    """Every node type's profile (median over its hosts), reduced to what projection needs: one
+    entry per config measured, as arrays of integer codes (a 10,000-node registry has millions of
+    runs; strings would dominate)."""
 
     base: str
     node_names: np.ndarray      # node code -> name
@@ -161,6 +172,10 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         node_table = {c: a[kept] for c, a in node_table.items()}
         names = node_table["node"]
     runs = read_arrays(conn, _RUNS)
+    first = runs.pop("first_run").astype(np.int64, copy=False)
+    if len(first) > 1 and (first[1:] < first[:-1]).any():  # in measurement order (free when it already is)
+        order = np.argsort(first, kind="stable")
+        runs = {c: a[order] for c, a in runs.items()}
     node = _positions(node_table["node_id"], runs["node_id"])
     throughput = runs["throughput"].astype(float, copy=False)
     threads, combo = runs["threads"].astype(np.int64, copy=False), runs["combo"].astype(np.int64, copy=False)

@@ -1,7 +1,10 @@
 """Compile shipped C sources once per node and cache the result per user.
 
-The cache key is a hash of the sources, the compiler's identity (`cc --version`) and the flags,
-so a new compiler or edited kernel rebuilds, and nothing is rebuilt otherwise. Builds land in a
+The cache key is a hash of the sources, the compiler's identity (`cc --version`), the flags and
+the CPU (model and instruction-set flags, which -march=native compiles for), so a new compiler or
+edited kernel rebuilds, and nothing is rebuilt otherwise. The cache sits in the home directory,
+which a cluster shares over NFS between node types: a binary built on one CPU must never run on
+another that lacks its instructions (SIGILL), or is tuned for it less well. Builds land in a
 temporary file first and are renamed into place, so a killed build never leaves a half binary.
 """
 
@@ -17,7 +20,7 @@ from pathlib import Path
 import platformdirs
 
 from registry.errors import UserError
-from registry.inventory import compiler_version
+from registry.inventory import compiler_version, cpu_identity
 from registry.resources import data_dir
 
 BASE_FLAGS = ("-O3", "-std=gnu11", "-Wall")
@@ -83,6 +86,7 @@ def compile_c(sources: Sequence[Path], output_name: str, *, shared: bool = False
         digest.update(Path(src).read_bytes())
     digest.update((compiler_version(cc) or cc).encode())
     digest.update(" ".join(flags + list(libs)).encode())
+    digest.update(cpu_identity().encode())
     target = cache_dir() / digest.hexdigest()[:16] / output_name
     if target.exists():
         return target

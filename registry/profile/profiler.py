@@ -5,6 +5,7 @@ the end, when the measured profile is written in one transaction. Measuring hold
 lock, so other commands can use the registry meanwhile, and an interrupted profile writes nothing.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ class ProfileOptions:
     reps: int | None = None                     # fixed repetitions
     kernels: list[Microbenchmark] | None = None
     cachegrind: bool = False                    # add cachegrind signatures (registry.profile.cachegrind_pass)
+    host: str | None = None                     # host recorded for the profile (default: this hostname)
 
     @property
     def stored_mode(self) -> str:
@@ -55,7 +57,11 @@ def prepare(opts: ProfileOptions) -> Prepared:
         raise UserError("--reps must be at least 1")
     if opts.cachegrind and not cachegrind.available():
         raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
+    if opts.host is not None and not opts.host.strip():
+        raise UserError("--host must not be empty")
     inv = collect(opts.cpus)
+    if opts.host is not None:  # `nodereg fleet` names the host as its scheduler does
+        inv = dataclasses.replace(inv, hostname=opts.host.strip())
     topology = read_topology(inv.cpus)
     plan = sweep.plan(inv, topology, opts.mode, opts.kernels, opts.threads)
     if not plan.configs:

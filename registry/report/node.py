@@ -15,6 +15,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from registry.errors import UserError
+from registry.health import MIN_DEVIATION, THRESHOLD, host_rows, type_health
 from registry.report import charts, curves
 from registry.report.document import Chart, Report, Table
 from registry.report.load import NodeProfile, fmt_time, node_profile
@@ -260,6 +261,18 @@ def charts_of(prof: NodeProfile) -> list[Chart]:
     return out
 
 
+def host_table(conn: sa.Connection, name: str) -> Table | None:
+    """The type's hosts against each other (registry.health), when it was profiled on several."""
+    health = type_health(conn, name)
+    if len(health.hosts) < 2:
+        return None
+    columns, rows = host_rows(health)
+    return Table(f"Hosts ({len(health.hosts)})", columns, [[r.get(c, "") for c in columns] for r in rows],
+                 "Each host's latest profile: key figures and their deviation from the median over the type's "
+                 f"hosts (the figures above). Flagged: beyond {THRESHOLD:g} scaled MADs and {MIN_DEVIATION:.0%} "
+                 "of the median (`nodereg health`).")
+
+
 def node_report(conn: sa.Connection, name: str) -> Report:
     prof = node_profile(conn, name)
     sections: list = charts_of(prof)
@@ -272,6 +285,9 @@ def node_report(conn: sa.Connection, name: str) -> Report:
     if peaks:
         sections.append(Table("Compute peaks", ["kernel", "GFLOP/s", "at threads"],
                               [[p.kernel, round(p.value, 2), p.threads] for p in peaks]))
+    hosts = host_table(conn, name)
+    if hosts:
+        sections.append(hosts)
     if prof.caches:
         sections.append(Table("Caches (data and unified)", ["level", "size", "shared by CPUs", "instances"],
                               [[f"L{c.level}", charts.fmt_bytes(c.size_bytes), c.shared_by, c.instances]

@@ -1,0 +1,156 @@
+"""A real one-host Slurm cluster for the tests: munged, slurmctld and slurmd from Debian's packages
+(`munge`, `slurmctld`, `slurmd`, `slurm-client`; .ci/run installs them), started in the foreground
+with a minimal slurm.conf naming this host with its CPUs. Keys, state, spool, sockets and logs
+live in a temporary directory; the ports are free ones picked at start, so nothing of a system
+Slurm is touched. The daemons run as root (as CI does); Slurm's client commands find the cluster
+through SLURM_CONF, set in this process's environment while the fixture lives.
+
+Without the binaries (or without root) the tests that need it are skipped, with the reason; with
+NODEREG_REQUIRE_SLURM=1 (as in CI) that is a failure instead.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "squeue", "scontrol", "sinfo", "scancel")
+
+
+@dataclass
+class SlurmCluster:
+    root: Path
+    conf: Path
+    node: str           # the one node's name (this host's short name)
+    partition: str
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The daemons' last log lines, for assertion messages."""
+        out = []
+        for log in sorted((self.root / "log").glob("*.log")):
+            out += [f"--- {log.name}", *log.read_text(errors="replace").splitlines()[-lines:]]
+        return "\n".join(out)
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("NODEREG_REQUIRE_SLURM"):
+        pytest.fail(f"NODEREG_REQUIRE_SLURM is set but {reason}")
+    pytest.skip(f"{reason}: apt-get install slurmctld slurmd slurm-client munge (as .ci/run does)")
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _conf(root: Path, node: str, partition: str) -> str:
+    ctld_port, slurmd_port = _free_ports(2)
+    return f"""ClusterName=nodereg-test
+SlurmctldHost={node}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+AuthType=auth/munge
+AuthInfo=socket={root}/munge/munge.socket
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
+MpiDefault=none
+SwitchType=switch/none
+ReturnToService=2
+MinJobAge=600
+NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} State=UNKNOWN
+PartitionName={partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in reversed(procs):
+        p.terminate()
+    for p in reversed(procs):
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _wait_idle(cluster: SlurmCluster, procs: list[subprocess.Popen], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        dead = [p.args[0] for p in procs if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited at start:\n{cluster.log_tail()}")
+        res = subprocess.run(["sinfo", "--noheader", "--format=%T"], capture_output=True, text=True)
+        if res.returncode == 0 and res.stdout.strip() == "idle":
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the Slurm node did not come up in {timeout_s:.0f} s:\n{cluster.log_tail()}")
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """A running one-host Slurm cluster (module-scoped: starting one takes a few seconds)."""
+    missing = [b for b in DAEMONS + CLIENTS if shutil.which(b) is None]
+    if missing:
+        _unavailable(f"Slurm is not installed ({', '.join(missing)} not found)")
+    if os.geteuid() != 0:
+        _unavailable("the one-host Slurm cluster runs its daemons as root, and this is not root")
+    root = Path(tmp_path_factory.mktemp("slurm"))
+    for sub in ("munge", "state", "spool", "log"):
+        (root / sub).mkdir()
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    node, partition = socket.gethostname().split(".")[0], "fleet"
+    cluster = SlurmCluster(root, root / "slurm.conf", node, partition)
+    cluster.conf.write_text(_conf(root, node, partition))
+    old_conf = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    munge = root / "munge"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # they log to root/log
+    procs = [subprocess.Popen(["munged", "--foreground", "--force", f"--socket={munge}/munge.socket",
+                               f"--key-file={key}", f"--pid-file={munge}/munged.pid",
+                               f"--log-file={root}/log/munged.log", f"--seed-file={munge}/seed"], **quiet)]
+    try:
+        deadline = time.monotonic() + 10
+        while not (munge / "munge.socket").exists():
+            if time.monotonic() > deadline or procs[0].poll() is not None:
+                raise RuntimeError(f"munged did not start:\n{cluster.log_tail()}")
+            time.sleep(0.05)
+        procs.append(subprocess.Popen(["slurmctld", "-D", "-f", str(cluster.conf)], **quiet))
+        procs.append(subprocess.Popen(["slurmd", "-D", "-f", str(cluster.conf)], **quiet))
+        _wait_idle(cluster, procs)
+        yield cluster
+    finally:
+        _stop(procs)
+        if old_conf is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old_conf
