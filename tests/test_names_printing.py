@@ -77,7 +77,7 @@ def test_nodes_runs_and_sql_print_names_as_data(cli, wide, name):
 
 
 @both_backends
-def test_sql_output_is_byte_exact(cli):
+def test_sql_output_is_byte_exact(cli, sql_reader):
     query = """SELECT 'a:x:b' AS ":x:", '[red]hi[/red]' AS "[b]k[/b]", 'cn[/]' AS "x" """
     res = cli("sql", query)
     assert res.code == 0, res.err
