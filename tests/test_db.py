@@ -4,7 +4,7 @@ import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry, resolve_url
-from registry.db.migrate import available, latest_version
+from registry.db.migrate import available
 
 
 def test_url_precedence(monkeypatch, tmp_path):
@@ -31,7 +31,7 @@ def test_migrations_record_versions_and_views_exist(db_url):
     reg = open_registry(db_url)
     with reg.connect() as conn:
         versions = [r[0] for r in conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version"))]
-        assert versions == [m.version for m in available()] and versions[-1] == latest_version()
+        assert versions == [m.version for m in available()]
         for view in ("nodes", "v_profile", "v_nodes", "v_runs", "v_predictions", "v_phases"):
             conn.execute(sa.text(f"SELECT * FROM {view} WHERE 1 = 0"))
     reg.close()
