@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -56,7 +56,6 @@ class EvalData:
     actual_s: pd.DataFrame          # index app; columns every other node; median measured time, NaN = none
     runs: pd.DataFrame              # app, node, time_s: every run on the base and the evaluated nodes (noise floor)
     node_features: pd.DataFrame | None = None
-    feature_weights: dict[str, float] = field(default_factory=dict)
 
     @property
     def apps(self) -> list[str]:
@@ -69,8 +68,7 @@ class EvalData:
         """The reference set of every app but `without`."""
         keep = [a for a in self.apps if a != without]
         return ReferenceSet(base_node=self.base_node, features=self.features.loc[keep],
-                            log_ratio=self.log_ratio().loc[keep], node_features=self.node_features,
-                            feature_weights=dict(self.feature_weights))
+                            log_ratio=self.log_ratio().loc[keep], node_features=self.node_features)
 
     def query(self, app: str) -> Query:
         return Query(name=app, signature=self.features.loc[app].dropna(), base_time_s=float(self.base_time_s[app]))
@@ -146,8 +144,7 @@ def _node_features(conn: sa.Connection, nodes: list[str]) -> pd.DataFrame | None
     return frame if not frame.empty else None
 
 
-def load(registry: Registry, base: str | None = None,
-         weights_loader: Callable[[sa.Connection], dict[str, float]] | None = None) -> EvalData:
+def load(registry: Registry, base: str | None = None) -> EvalData:
     """Read the evaluation data of base node `base` (default: `default_base`)."""
     with registry.connect() as conn:
         base_name = resolve_node(conn, base)[1] if base else default_base(conn)
@@ -155,7 +152,6 @@ def load(registry: Registry, base: str | None = None,
         features = _signatures(conn, base_id)
         runs = _runs(conn)
         walls = _trace_walls(conn, base_id)
-        weights = weights_loader(conn) if weights_loader else {}
         if features.empty:
             raise UserError(f"no app has a trace with a signature on the base node {base_name}")
         medians = runs.groupby(["app", "node"])["time_s"].median().unstack("node")
@@ -172,7 +168,7 @@ def load(registry: Registry, base: str | None = None,
         node_features = _node_features(conn, list(actual.columns))
     on_nodes = runs[runs["node"].isin([base_name, *actual.columns])].reset_index(drop=True)
     return EvalData(base_name, features.loc[apps].dropna(axis=1, how="all"), base_time[apps].astype(float), actual,
-                    on_nodes, node_features, weights)
+                    on_nodes, node_features)
 
 
 # -- metrics -----------------------------------------------------------------------------------

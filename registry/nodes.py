@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from registry.db import utcnow
 from registry.db.names import check_name, find_id, require_id
+from registry.db.relations import removal
 from registry.db.write import get_or_create, insert_rows
 from registry.inventory import Inventory
 
@@ -60,33 +61,11 @@ def node_inventory(conn: sa.Connection, name: str) -> Inventory | None:
 
 
 def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
-    """Delete a node and everything measured on it, children first; returns rows deleted per table.
-
-    References are logical (see schema/migrations/0001_initial.sql), so children go first, by hand.
-    """
-    q = {
-        "profile_runs": "SELECT r.run_id FROM profile_runs r JOIN profiles p ON p.profile_id = r.profile_id "
-                        "WHERE p.node_id = :id",
-        "traces": "SELECT trace_id FROM traces WHERE node_id = :id",
-        "phases": "SELECT ph.phase_id FROM phases ph JOIN traces t ON t.trace_id = ph.trace_id WHERE t.node_id = :id",
-    }
-    steps = [
-        ("signatures", f"owner_kind = 'profile_run' AND owner_id IN ({q['profile_runs']})"),
-        ("signatures", f"owner_kind = 'phase' AND owner_id IN ({q['phases']})"),
-        ("profile_reps", f"run_id IN ({q['profile_runs']})"),
-        ("profile_runs", "profile_id IN (SELECT profile_id FROM profiles WHERE node_id = :id)"),
-        ("profiles", "node_id = :id"),
-        ("phase_streams", f"phase_id IN ({q['phases']})"),
-        ("phases", f"trace_id IN ({q['traces']})"),
-        ("trace_samples", f"trace_id IN ({q['traces']})"),
-        ("predictions", f"node_id = :id OR base_node_id = :id OR trace_id IN ({q['traces']})"),
-        ("traces", "node_id = :id"),
-        ("runs", "node_id = :id"),
-        ("node_caches", "node_id = :id"),
-        ("nodes", "node_id = :id"),
-    ]
+    """Delete a node and everything that refers to it, directly or not (registry.db.relations: profiles,
+    traces, runs, predictions made on it or from it, ...); returns rows deleted per table. Run it in
+    one transaction: the DELETEs go children first and each one selects through its parents."""
     counts: dict[str, int] = {}
-    for table, where in steps:
+    for table, where in removal("nodes", "node_id = :id"):
         res = conn.execute(sa.text(f"DELETE FROM {table} WHERE {where}"), {"id": node_id})
-        counts[table] = counts.get(table, 0) + max(res.rowcount or 0, 0)
+        counts[table] = max(res.rowcount or 0, 0)
     return counts

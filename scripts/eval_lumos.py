@@ -41,7 +41,7 @@ import pandas as pd
 from registry import evaluate as ev
 from registry.db import open_registry
 from registry.io.lumos import import_lumos
-from registry.models.similarity import SimilarityModel, load_weights
+from registry.models.similarity import SimilarityModel
 
 TARGET_MAPE, TARGET_REGRET = 0.040, 0.010
 DEFAULT_CLOUDS = "alibaba:g6.xlarge,huawei:s6.xlarge.2"
@@ -134,7 +134,7 @@ def evaluate_cloud(root: Path, cloud: str, base: str, scratch: Path, models: lis
     import_s = time.perf_counter() - t0
     reg.close()
     reg = open_registry(url, readonly=True)
-    data = ev.load(reg, base, weights_loader=load_weights)
+    data = ev.load(reg, base)
     reg.close()
     names = models if models is not None else ev.servable_models(data)[0]
     t0 = time.perf_counter()

@@ -24,6 +24,7 @@ from registry.errors import UserError
 from registry.match import project as project_module
 from registry.match import references
 from registry.db.write import insert_rows, new_uid
+from registry.models.similarity import WEIGHTS_VERSION
 from registry.nodes import ensure_node
 from registry.trace import store
 from registry.trace.lookup import find_trace
@@ -204,9 +205,10 @@ def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registr
     assert all(p["low_s"] <= p["predicted_s"] <= p["high_s"] for p in out["predictions"])
     assert_one_line_error(cli("match", "app", "--model", "downey"), "needs runs at >= 3 thread counts")
     # each prediction set names its model and version: the scaling model's with the projection's
-    assert [s[:2] for s in _sets(db_url)] == [("amdahl+similarity", f"{__version__}+{__version__}"),
-                                             ("similarity", __version__)]
-    assert out["model_version"] == f"{__version__}+{__version__}"
+    similarity = f"{__version__}+weights{WEIGHTS_VERSION}"   # the similarity weights are the model's
+    assert [s[:2] for s in _sets(db_url)] == [("amdahl+similarity", f"{__version__}+{similarity}"),
+                                             ("similarity", similarity)]
+    assert out["model_version"] == f"{__version__}+{similarity}"
 
 
 def test_looks_at_an_unchanged_registry_store_one_set(cli, db_url, registry):
@@ -215,7 +217,7 @@ def test_looks_at_an_unchanged_registry_store_one_set(cli, db_url, registry):
     for args in ([], ["--json"], ["--explain"], ["--json", "--explain", "--top", "1"]):
         assert cli("match", "app", *args).code == 0
     (first,) = _sets(db_url)
-    assert first[:2] == ("similarity", __version__) and first[3] == 3
+    assert first[:2] == ("similarity", f"{__version__}+weights{WEIGHTS_VERSION}") and first[3] == 3
     # a run on another node is not an input of this prediction
     assert cli("runs", "add", "app", "fast", "--threads", "2", "--time", "9").code == 0
     assert cli("match", "app").code == 0

@@ -1,11 +1,14 @@
 """The `similarity` projection model: neighbours, geometric means, shared features, weights as data."""
 
+from unittest import mock
+
 import numpy as np
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 
-from registry.db import open_registry
-from registry.models.similarity import SimilarityModel, load_weights, prior_weight
+from registry.db import migrate, open_registry
+from registry.models.similarity import WEIGHTS_VERSION, SimilarityModel, load_weights, prior_weight
 from registry.models import plugins
 from registry.models.base import Matrix, Query, ReferenceSet
 from registry.models.store import load_model, save_model
@@ -119,18 +122,66 @@ def test_prior_weight_patterns():
     assert prior_weight("proc.rss", {}) == 1.0
 
 
-def test_weights_table_is_seeded_by_the_migration(tmp_path):
-    reg = open_registry(f"duckdb:///{tmp_path / 'r.duckdb'}")
+def _migrated_to(url: str, last: int) -> None:
+    """A registry as a nodereg whose newest migration was `last` left it."""
+    older = [m for m in migrate.available() if m.version <= last]
+    with mock.patch.object(migrate, "available", return_value=older):
+        open_registry(url).close()
+
+
+def test_shipped_weights_are_the_rows_migrations_0004_to_0006_inserted(tmp_path):
+    url = f"duckdb:///{tmp_path / 'r.duckdb'}"
+    _migrated_to(url, 6)
+    reg = open_registry(url, migrate=False)
     with reg.connect() as conn:
-        weights = load_weights(conn)
-    assert weights["*"] == 1.0
-    assert {"sar.*", "meta.*", "proc.*", "counters.*", "cachegrind.*", "streams.*"} <= set(weights)
-    with reg.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO similarity_weights (version, pattern, weight) VALUES (99, '*', 1.0), "
-                             "(99, 'meta.*', 0.0)")
+        rows = conn.execute(sa.text("SELECT version, pattern, weight FROM similarity_weights")).fetchall()
+    reg.close()
+    in_schema: dict = {}
+    for version, pattern, weight in rows:
+        in_schema.setdefault(version, {})[pattern] = weight
+    assert sorted(in_schema) == [1, 2, 3] and WEIGHTS_VERSION == 3
+    for version, weights in in_schema.items():
+        assert load_weights(version) == weights, version
+    assert load_weights() == in_schema[3] and load_weights()["cachegrind.instructions"] == 0.0
+    with pytest.raises(ValueError, match="shipped: \\[1, 2, 3\\]"):
+        load_weights(99)
+
+
+def test_migration_9_drops_the_weights_table_and_predictions_stay(tmp_path):
+    """A registry of schema 8 moves to 9; the model predicts as it did with the rows of version 3."""
+    url = f"duckdb:///{tmp_path / 'r.duckdb'}"
+    _migrated_to(url, 8)
+    reg = open_registry(url, migrate=False)
     with reg.connect() as conn:
-        assert load_weights(conn) == {"*": 1.0, "meta.*": 0.0}
-        assert load_weights(conn, version=1)["meta.*"] == 1.0
+        before = {p: w for p, w in conn.execute(sa.text(
+            "SELECT pattern, weight FROM similarity_weights WHERE version = 3"))}
+    reg.close()
+    reg = open_registry(url)
+    with reg.connect() as conn:
+        assert not sa.inspect(conn).has_table("similarity_weights")
+        assert migrate.current_version(conn) == migrate.latest_version()
+    reg.close()
+    mixed = refs({r: {"proc.cpu_util": c, "proc.wss_llc": w, "cachegrind.instructions": i}
+                  for r, c, w, i in [("a", 1.0, 0.1, 5.0), ("b", 2.0, 8.0, 1.0), ("c", 1.5, 0.3, 9.0),
+                                     ("d", 1.2, 6.0, 2.0)]},
+                 {"a": {"n1": 1.0}, "b": {"n1": 3.0}, "c": {"n1": 1.2}, "d": {"n1": 2.5}})
+    query = {"proc.cpu_util": 2.0, "proc.wss_llc": 7.0, "cachegrind.instructions": 5.0}
+    shipped = SimilarityModel(k=2).fit(mixed)
+    as_before = SimilarityModel(k=2, weights=before).fit(mixed)
+    assert predict(shipped, query, nodes=("n1",)) == predict(as_before, query, nodes=("n1",))
+    assert predict(shipped, query, nodes=("n1",)) != predict(SimilarityModel(k=2, weights={"*": 1.0}).fit(mixed),
+                                                                   query, nodes=("n1",))
+
+
+def test_the_weights_version_goes_with_the_model():
+    assert SimilarityModel.version.endswith(f"+weights{WEIGHTS_VERSION}")
+    assert SimilarityModel().fit(LINE).params()["weights_version"] == WEIGHTS_VERSION
+    assert SimilarityModel(weights={"*": 1.0}).fit(LINE).params()["weights_version"] is None
+    given = refs({"a": {"sar.x": 0.0}, "b": {"sar.x": 1.0}, "c": {"sar.x": 2.0}},
+                 {"a": {"n1": 1.0}, "b": {"n1": 2.0}, "c": {"n1": 4.0}}, weights={"sar.*": 2.0})
+    fitted = SimilarityModel().fit(given)
+    assert fitted.params()["weights_version"] is None
+    assert SimilarityModel.from_params(fitted.params()).weights_version is None
 
 
 def test_params_round_trip_and_plugin(tmp_path):

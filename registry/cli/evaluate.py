@@ -89,10 +89,9 @@ def evaluate_cmd(
 ) -> None:
     """Leave-one-app-out accuracy of the projection models on measured runs (MAPE, top-1, regret, noise floor)."""
     from registry import evaluate as ev
-    from registry.models.similarity import load_weights
 
     reg = state(ctx).registry(readonly=True)
-    data = ev.load(reg, base, weights_loader=load_weights)
+    data = ev.load(reg, base)
     names, skipped = _model_list(models, data)
     with _progress("leave-one-app-out", len(data.apps) * len(names)) as advance:
         results = ev.evaluate(data, names, on_app=advance)

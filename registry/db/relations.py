@@ -1,7 +1,9 @@
 """How the registry's tables hang together: keys, identities and (logical) references.
 
 One description serves every generic operation: bundles re-key rows by it, `doctor` finds orphans
-with it. Tables are listed parents first.
+with it, removals (`nodereg nodes rm`) delete what hangs on a row by it. Tables are listed parents
+first. A table that refers to another must be declared here (tests/test_relations.py checks the
+schema's `*_id` columns against it): a forgotten one would be left behind as orphans by removals.
 """
 
 from dataclasses import dataclass, field
@@ -54,3 +56,21 @@ def references():
             yield spec.table, column, None, parent, PK_OF[parent]
     for kind, parent in OWNER_TABLES.items():
         yield "signatures", "owner_id", f"owner_kind = '{kind}'", parent, PK_OF[parent]
+
+
+def removal(table: str, where: str) -> list[tuple[str, str]]:
+    """The DELETEs, as (table, condition), that remove the rows of `table` matching `where` and every
+    row referring to them directly or transitively, children before parents.
+
+    References are logical (docs/architecture.md), so nothing cascades: a row is selected when any of
+    its references points at a selected row, e.g. a prediction by its node, its base node or its
+    trace. Each condition selects through its parents' conditions, so the caller runs the DELETEs
+    in the order given, in one transaction, and every parent is still there when its children go.
+    """
+    selected = {table: where}
+    for spec in SPECS:  # parents first: a table's parents have their conditions already
+        links = [f"({cond + ' AND ' if cond else ''}{column} IN (SELECT {key} FROM {parent} WHERE {selected[parent]}))"
+                 for child, column, cond, parent, key in references() if child == spec.table and parent in selected]
+        if links and spec.table != table:
+            selected[spec.table] = " OR ".join(links)
+    return list(reversed(selected.items()))

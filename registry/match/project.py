@@ -18,7 +18,6 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.match import references as refs_mod
-from registry.models.similarity import load_weights
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, Query
 from registry.models.plugins import create, model_class
 from registry.trace.lookup import FoundTrace
@@ -119,13 +118,13 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
-def _fitted(profiles, model_name: str, mode: str, k: int, weights: dict, cache: dict):
+def _fitted(profiles, model_name: str, mode: str, k: int, cache: dict):
     """Thread counts, reference set and the model fitted on it, for a thread mode: the phases of one
     trace that share a mode share all three (through `cache`), since fitting depends on nothing else."""
     if (mode, k) not in cache:
         threads = refs_mod.threads_on(profiles, mode, k)
         by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
-        refset, base_threads = refs_mod.reference_set(profiles, threads, weights)
+        refset, base_threads = refs_mod.reference_set(profiles, threads)
         model = create(model_name, kind="projection")
         if NEEDS_SIGNATURES not in model.needs:
             raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
@@ -135,7 +134,7 @@ def _fitted(profiles, model_name: str, mode: str, k: int, weights: dict, cache: 
 
 
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes: list[str],
-                   weights: dict, cache: dict, fixed_threads: int | None) -> PhaseResult:
+                   cache: dict, fixed_threads: int | None) -> PhaseResult:
     util = _cpu_util(phase.signature)
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
@@ -144,7 +143,7 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes
         mode, k = "fixed", fixed_threads
     else:
         mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
-    threads, base_threads, model = _fitted(profiles, model_name, mode, k, weights, cache)
+    threads, base_threads, model = _fitted(profiles, model_name, mode, k, cache)
     query = Query(phase.name, _features(phase.signature), time_s)
     preds = {p.node: p for p in model.predict(query, nodes)}
     matches = []
@@ -167,7 +166,6 @@ class Inputs:
     phases: list
     runs: list[tuple]            # the app's measured runs on the base node: (uid, threads, time_s), oldest first
     base_time_s: float
-    weights: dict[str, float]
 
 
 _BASE_RUNS = """
@@ -195,7 +193,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
     if not wall > 0:
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
-    return Inputs(found, base, targets, profiles, phases, runs, wall, load_weights(conn))
+    return Inputs(found, base, targets, profiles, phases, runs, wall)
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -215,8 +213,8 @@ def project(inputs: Inputs, *, model: str = PROJECTION, fixed_threads: int | Non
     trace, wall = inputs.found.trace, inputs.base_time_s
     # a phase's share of the run, applied to the base time
     cache: dict = {}
-    results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, inputs.targets, inputs.weights,
-                              cache, fixed_threads) for p in inputs.phases]
+    results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, inputs.targets, cache,
+                              fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,

@@ -219,8 +219,7 @@ def threads_on(profiles: Profiles, mode: str, k: int) -> np.ndarray:
     return np.where(fitting >= 0, fitting, np.where(smallest < seen.shape[1], smallest, 0)).astype(np.int64)
 
 
-def reference_set(profiles: Profiles, threads: np.ndarray,
-                  weights: dict[str, float] | None = None) -> tuple[ReferenceSet, dict[str, int]]:
+def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet, dict[str, int]]:
     """References at these thread counts (by node code): features of the base node's configs,
     ln(time on node / on base).
 
@@ -256,8 +255,7 @@ def reference_set(profiles: Profiles, threads: np.ndarray,
         raise UserError(f"the profile of {p.base!r} has no signatures to compare phases with: "
                         "re-profile it with this version of nodereg")
     features = Matrix(names, [c for c, m in zip(features.columns, measured) if m], values[:, measured])
-    refs = ReferenceSet(p.base, features, Matrix(names, p.node_names[used].astype(str).tolist(), log_ratio),
-                        feature_weights=weights)
+    refs = ReferenceSet(p.base, features, Matrix(names, p.node_names[used].astype(str).tolist(), log_ratio))
     return refs, dict(zip(names, p.threads[base_runs].tolist()))
 
 

@@ -4,8 +4,9 @@
 look stored the same 10,000 rows again each time. A prediction set is therefore stored with the
 digest of its inputs (`inputs_digest`): the trace (its uid; the content of a trace file that is
 not in the registry), the base node and the target nodes with their CPU count and latest profile,
-the app's measured runs on the base node, the similarity weights, and the model's and nodereg's
-versions. Uids and names, not local ids, so a digest means the same after a bundle moved it.
+the app's measured runs on the base node, and the model's and nodereg's versions (the similarity
+model's version names the version of its weights, which ship with it). Uids and names, not local
+ids, so a digest means the same after a bundle moved it.
 
 When the latest set stored for the trace and model has the same digest, nothing is written; a set
 with that digest stored earlier (the registry went back to that state, say a newer profile was
@@ -46,7 +47,7 @@ def inputs_digest(conn: sa.Connection, inputs: Inputs, identity: tuple[str, str]
     profiles = sorted((name, cpus, uid) for name, cpus, uid in
                       zip(latest["name"].tolist(), latest["n_cpus"].tolist(), latest["uid"].tolist()) if name in used)
     material = [__version__, *identity, trace_part, inputs.base, sorted(inputs.targets), profiles,
-                sorted(uid for uid, _, _ in inputs.runs), sorted(inputs.weights.items())]
+                sorted(uid for uid, _, _ in inputs.runs)]
     return hashlib.sha256(orjson.dumps(material)).hexdigest()
 
 

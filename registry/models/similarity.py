@@ -7,9 +7,11 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
 1. Features are standardised on the references (centre: median; scale: 1.4826 x the median
    absolute deviation, or the standard deviation where that is 0) and clipped to +-4, so that no
    unit or outlier dominates. Features without spread among the references are dropped.
-2. Each feature weighs ``prior x relevance ** relevance_power``. The prior is data: the
-   ``similarity_weights`` table (or ``ReferenceSet.feature_weights``), by ``source.metric``,
-   ``source.*`` or ``*``. The relevance is learnt from the references when the model is fitted:
+2. Each feature weighs ``prior x relevance ** relevance_power``. The prior is the model's data,
+   shipped with it in ``similarity_weights.json`` (versioned: the latest is the default, and its
+   version is part of the model's version, so predictions made with other weights say so), by
+   ``source.metric``, ``source.*`` or ``*``; the ``weights`` option or ``ReferenceSet.feature_weights``
+   replace it. The relevance is learnt from the references when the model is fitted:
    the share of the variance of the references' log node-to-base ratios that the feature accounts
    for (squared covariance of the standardised feature with each node's log ratio, summed over
    nodes, over the total variance). A feature that says nothing about how times move between
@@ -30,16 +32,18 @@ distances), so 300 references x 10,000 nodes stay well under a second.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
-import sqlalchemy as sa
 
+from registry import __version__
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query, ReferenceSet
 
-DEFAULT_WEIGHTS: dict[str, float] = {"*": 1.0}
 _CLIP = 4.0
 # The neighbours' spread leaves out run-to-run noise and the query's own base-time noise, so a
 # normal 90% band (1.645) covered only 77% on Lumos; 2.6 covers 90% on Alibaba (chosen there) and
@@ -48,17 +52,23 @@ _Z_INTERVAL = 2.6
 LOG_SPAN = 1000.0              # a positive feature whose references span 3 decades is compared as a log
 
 
-def load_weights(conn: sa.Connection, version: int | None = None) -> dict[str, float]:
-    """The similarity feature weights of `version` (default: the latest) from the registry."""
-    if not sa.inspect(conn).has_table("similarity_weights"):
-        return dict(DEFAULT_WEIGHTS)
-    if version is None:
-        version = conn.execute(sa.text("SELECT max(version) FROM similarity_weights")).scalar_one()
-        if version is None:
-            return dict(DEFAULT_WEIGHTS)
-    rows = conn.execute(sa.text("SELECT pattern, weight FROM similarity_weights WHERE version = :v"),
-                        {"v": version}).fetchall()
-    return {p: float(w) for p, w in rows} or dict(DEFAULT_WEIGHTS)
+@functools.cache
+def _weight_versions() -> dict[int, dict[str, float]]:
+    """Every shipped version of the prior weights. Model data rather than registry data: re-weighting
+    is a new nodereg release, not a schema migration that would lock older clients out of a shared
+    registry."""
+    shipped = json.loads(Path(__file__).with_name("similarity_weights.json").read_text())
+    return {int(v["version"]): {w["pattern"]: float(w["weight"]) for w in v["weights"]} for v in shipped["versions"]}
+
+
+WEIGHTS_VERSION = max(_weight_versions())
+
+
+def load_weights(version: int = WEIGHTS_VERSION) -> dict[str, float]:
+    """The shipped prior feature weights of `version` (default: the latest)."""
+    if version not in _weight_versions():
+        raise ValueError(f"no similarity weights version {version} (shipped: {sorted(_weight_versions())})")
+    return dict(_weight_versions()[version])
 
 
 def prior_weight(feature: str, weights: Mapping[str, float]) -> float:
@@ -77,6 +87,8 @@ class SimilarityModel(ProjectionModel):
                    "have; projection = weighted geometric mean of their node-to-base time ratios, shrunk toward "
                    "the node's median ratio; interval from the neighbours' spread")
     needs = frozenset({NEEDS_SIGNATURES})
+    # the weights are part of what the model computes: other weights, another version
+    version = f"{__version__}+weights{WEIGHTS_VERSION}"
 
     def __init__(self, k: int = 5, shrink: float = 0.1, relevance_power: float = 2.0,
                  weights: Mapping[str, float] | None = None, z_interval: float = _Z_INTERVAL):
@@ -89,6 +101,8 @@ class SimilarityModel(ProjectionModel):
         self.relevance_power = float(relevance_power)
         self.weights = dict(weights) if weights is not None else None
         self.z_interval = float(z_interval)
+        # the shipped prior's version, None when the prior was given (`weights` or the reference set's)
+        self.weights_version: int | None = WEIGHTS_VERSION if self.weights is None else None
         self._fitted = False
         self.log_columns: list[str] = []
 
@@ -99,7 +113,7 @@ class SimilarityModel(ProjectionModel):
         scales and weights, and the references (a nearest-neighbour model's fitted state is its
         references: standardised features, log node-to-base ratios, each node's median ratio)."""
         out = {"k": self.k, "shrink": self.shrink, "relevance_power": self.relevance_power,
-               "weights": self.weights, "z_interval": self.z_interval}
+               "weights": self.weights, "weights_version": self.weights_version, "z_interval": self.z_interval}
         if self._fitted:
             out["features"] = {f: {"center": float(c), "scale": float(s), "weight": float(w)}
                                for f, c, s, w in zip(self.columns, self.center, self.scale, self._weight)}
@@ -127,6 +141,7 @@ class SimilarityModel(ProjectionModel):
             model._node_index = {n: i for i, n in enumerate(refs["nodes"])}
             model.node_median = np.array(refs["node_median"], dtype=float)
             model._fitted = True
+        model.weights_version = params.get("weights_version", model.weights_version)
         return model
 
     def describe(self) -> str:
@@ -170,7 +185,9 @@ class SimilarityModel(ProjectionModel):
         self.center, self.scale = center[usable], scale[usable]
         with np.errstate(invalid="ignore"):
             z = np.clip((values[:, usable] - self.center) / self.scale, -_CLIP, _CLIP)
-        weights = self.weights if self.weights is not None else (refs.feature_weights or DEFAULT_WEIGHTS)
+        weights = self.weights if self.weights is not None else refs.feature_weights or load_weights()
+        if self.weights is None:
+            self.weights_version = None if refs.feature_weights else WEIGHTS_VERSION
         prior = np.array([prior_weight(c, weights) for c in self.columns], dtype=float)
         yv = ratios.values
         with np.errstate(all="ignore"):

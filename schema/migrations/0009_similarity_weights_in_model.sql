@@ -1,0 +1,12 @@
+-- nodereg schema, version 9: the similarity model's feature weights leave the schema.
+-- Migrations 0004-0006 inserted them as rows (versions 1-3), so every re-weighting bumped the schema
+-- version, and a shared registry migrated by a newer nodereg refused every older client. They are the
+-- model's data now, shipped with it: registry/models/similarity_weights.json holds versions 1-3 as
+-- these rows had them (tests/test_similarity.py compares the two), the latest is the default, and its
+-- version is part of the model's version, stored with every prediction and fitted model. With the
+-- default weights, predictions are unchanged.
+-- The table is dropped, not kept for site overrides: weights that live in a shared registry change
+-- what one nodereg release predicts from one registry to the next, unseen by the model's version;
+-- a site that wants other weights gives them to the model (SimilarityModel(weights=...)) or ships a plugin.
+-- Portable SQL: DuckDB and PostgreSQL.
+DROP TABLE similarity_weights
