@@ -92,7 +92,7 @@ def test_no_peeking_at_the_held_out_runs(synth_registry, tmp_path, make):
     assert not np.allclose(after["predicted_s"][others], before["predicted_s"][others])
 
 
-class _Failing(ev.MedianRatioBaseline):
+class _Failing(MedianRatioBaseline):
     raises: Exception
 
     def predict(self, query, nodes):

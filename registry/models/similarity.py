@@ -37,7 +37,8 @@ from collections.abc import Mapping
 import numpy as np
 import sqlalchemy as sa
 
-from registry.models.base import NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query, ReferenceSet
+from registry.models.base import NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query, ReferenceSet
+from registry.models.options import Option
 
 DEFAULT_WEIGHTS: dict[str, float] = {"*": 1.0}
 _CLIP = 4.0
@@ -77,6 +78,12 @@ class SimilarityModel(ProjectionModel):
                    "have; projection = weighted geometric mean of their node-to-base time ratios, shrunk toward "
                    "the node's median ratio; interval from the neighbours' spread")
     needs = frozenset({NEEDS_SIGNATURES})
+    options = (
+        Option("k", int, 5, "nearest references that vote on each node", low=1),
+        Option("shrink", float, 0.1, "weight of the node's median ratio against the neighbours'", low=0.0, high=1.0),
+        Option("relevance_power", float, 2.0, "exponent of the learnt feature relevance (0: priors only)", low=0.0),
+        Option("z_interval", float, _Z_INTERVAL, "interval half-width in neighbours' standard deviations", low=0.0),
+    )
 
     def __init__(self, k: int = 5, shrink: float = 0.1, relevance_power: float = 2.0,
                  weights: Mapping[str, float] | None = None, z_interval: float = _Z_INTERVAL):
@@ -229,7 +236,7 @@ class SimilarityModel(ProjectionModel):
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
         if not self._fitted:
-            raise RuntimeError("fit the model before predicting")
+            raise NotFittedError(self.name)
         d = self.distances(query)
         order = np.argsort(np.where(np.isnan(d), np.inf, d), kind="stable")
         dist = d[order]
