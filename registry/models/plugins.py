@@ -5,9 +5,10 @@ Any installed distribution can add a model by declaring, in its pyproject.toml::
     [project.entry-points."nodereg.models"]
     mymodel = "mypackage.models:MyModel"
 
-where ``MyModel`` subclasses ``registry.models.base.ProjectionModel`` or ``ScalingModel``.
-A plugin that fails to import (a missing dependency, a typo) must not take the whole tool down:
-listing reports it as one warning line and every other model keeps working.
+where ``MyModel`` subclasses ``registry.models.ProjectionModel`` or ``ScalingModel`` and keeps the
+contract (registry.models.contract; docs/models.md, "Writing a model"). A plugin that fails to import
+(a missing dependency, a typo) or breaks the contract must not take the whole tool down: listing
+reports it as one line, not usable, with the reason, and every other model keeps working.
 """
 
 from __future__ import annotations
