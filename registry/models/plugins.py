@@ -13,6 +13,7 @@ reports it as one line, not usable, with the reason, and every other model keeps
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -36,7 +37,9 @@ class ModelInfo:
     options: tuple[Option, ...] = ()
 
 
+@functools.cache
 def _entry_points() -> list[EntryPoint]:
+    """The group's entry points, read once per process (each read scans every installed distribution)."""
     return sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
 
 
@@ -45,16 +48,12 @@ def installed_names() -> list[str]:
     return sorted({ep.name for ep in _entry_points()})
 
 
-def _duplicates(ep: EntryPoint) -> list[str]:
-    """The other targets installed under `ep`'s name (a name must say which class it loads)."""
-    return sorted({other.value for other in _entry_points() if other.name == ep.name} - {ep.value})
-
-
 def _load(ep: EntryPoint) -> type[Model]:
-    """The plugin's class, or a TypeError saying why it is not usable (registry.models.contract)."""
+    """The plugin's class, or a TypeError saying why it is not usable (registry.models.contract); a
+    name must say which class it loads, so one installed for two targets is not usable."""
     from registry.models.contract import problems
 
-    others = _duplicates(ep)
+    others = sorted({other.value for other in _entry_points() if other.name == ep.name} - {ep.value})
     if others:
         raise TypeError(f"the name is also installed for {', '.join(others)}: which one is meant is unknown")
     cls = ep.load()
