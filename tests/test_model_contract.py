@@ -139,8 +139,8 @@ def test_plugins_breaking_the_contract_are_reported_not_usable(fake_plugins, cli
     text = "\n".join(warnings)
     assert "'incomplete' (fake_plugins:Incomplete) is not usable: does not implement" in text
     assert "'needy' (fake_plugins:Needy) is not usable: needs telepathy" in text
-    assert "'renamed' (fake_plugins:Flat) is not usable: installed as 'renamed' but its class attribute name is 'flat'" \
-        in text
+    assert ("'renamed' (fake_plugins:Flat) is not usable: installed as 'renamed' but its class attribute name "
+            "is 'flat'") in text
     assert text.count("the name is also installed for") == 2     # both targets of 'forgetful', not the first
     with pytest.raises(UserError, match="'incomplete'.*not usable: does not implement"):
         plugins.model_class("incomplete")

@@ -154,7 +154,8 @@ def _options_round_trip(cls: type[Model], defaults: dict) -> None:
         if opt.default is not None and opt.type is not str:
             text = ",".join(opt.default) if opt.type is tuple else str(opt.default).lower()
             if opt.parse(text) != opt.default:
-                raise AssertionError(f"option {opt.name}: the default {opt.default!r} does not parse back from {text!r}")
+                raise AssertionError(f"option {opt.name}: the default {opt.default!r} does not parse back "
+                                     f"from {text!r}")
 
 
 def _bad_options(cls: type[Model]) -> None:

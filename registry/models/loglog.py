@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from registry.errors import UserError
-from registry.models.base import (CacheLevel, NotFittedError, ScalingContext, ScalingModel, ScalingPrediction, check_targets,
-                                  superlinear_pairs)
+from registry.models.base import (CacheLevel, NotFittedError, ScalingContext, ScalingModel, ScalingPrediction,
+                                  check_targets, superlinear_pairs)
 from registry.models.options import Option
 from registry.models.linfit import LinearFit, wls
 
