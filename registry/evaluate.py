@@ -29,8 +29,9 @@ beside the other models so that every report says what "simple" reaches on the s
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -294,14 +295,20 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
     return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error)
 
 
-def evaluate(data: EvalData, models: Iterable[str], *,
-             on_app: Callable[[], None] | None = None) -> list[ModelResult]:
-    """Every named installed model (baselines included) by leave-one-app-out on `data`, models first."""
+def evaluate(data: EvalData, models: Iterable[str], *, on_app: Callable[[], None] | None = None,
+             options: Mapping[str, Mapping[str, object]] | None = None) -> list[ModelResult]:
+    """Every named installed model (baselines included) by leave-one-app-out on `data`, models first;
+    `options`: per model name, its options (a bad one fails here, before any fit)."""
     from registry.models import plugins
 
+    options = options or {}
     classes = [plugins.model_class(name, kind="projection") for name in models]
     classes.sort(key=lambda cls: cls.baseline)
-    return [evaluate_model(data, cls, cls.name, "baseline" if cls.baseline else "model", on_app) for cls in classes]
+    makers = {cls.name: functools.partial(plugins.instantiate, cls, options.get(cls.name)) for cls in classes}
+    for make in makers.values():
+        make()
+    return [evaluate_model(data, makers[cls.name], cls.name, "baseline" if cls.baseline else "model", on_app)
+            for cls in classes]
 
 
 def predictions_frame(results: list[ModelResult]) -> pd.DataFrame:

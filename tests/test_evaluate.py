@@ -174,6 +174,22 @@ def test_cli_evaluate(cli, synth_registry, tmp_path):
     assert table.code == 0 and "similarity" in table.out and "noise floor" in table.err
 
 
+def test_cli_evaluate_with_model_options(cli, synth_registry):
+    def mape(*args):
+        result = cli("--db", synth_registry, "evaluate", "--base", BASE, "--json", *args)
+        assert result.code == 0, result.err
+        return {m["model"]: m["mape_pct"] for m in json.loads(result.out)["models"]}
+
+    default = mape("--models", "similarity,knn5-sar")
+    assert mape("--models", "similarity", "--option", "k=5") == {"similarity": default["similarity"]}
+    changed = mape("--models", "similarity,knn5-sar", "--option", "similarity.k=1", "--option", "knn5-sar.k=1")
+    assert changed["similarity"] != default["similarity"] and changed["knn5-sar"] != default["knn5-sar"]
+    for args, message in [(["--models", "similarity,knn5-sar", "--option", "k=1"], "name the model: MODEL.k=VALUE"),
+                          (["--models", "similarity", "--option", "gbt.k=1"], "'gbt' is not among the evaluated"),
+                          (["--models", "similarity", "--option", "k=0"], "option k=0: out of range [1, inf]")]:
+        assert_one_line_error(cli("--db", synth_registry, "evaluate", *args), message)
+
+
 def test_cli_evaluate_errors(cli, synth_registry, tmp_path):
     assert_one_line_error(cli("--db", synth_registry, "evaluate", "--models", "corredor"), "cannot evaluate corredor")
     assert_one_line_error(cli("--db", synth_registry, "evaluate", "--base", "nope"), "no node called 'nope'")

@@ -211,6 +211,20 @@ def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registr
     assert out["model_version"] == f"{__version__}+{similarity}"
 
 
+def test_model_options_change_the_projection_and_its_stored_set(cli, db_url, registry):
+    def predicted(*args):
+        res = cli("match", "app", "--json", *args)
+        assert res.code == 0, res.err
+        return {p["node"]: p["predicted_s"] for p in json.loads(res.out)["predictions"]}
+
+    default = predicted()
+    assert predicted("--option", "k=5") == default                       # the default, said out loud
+    assert predicted("--option", "k=1", "--option", "shrink=1") != default
+    assert len(_sets(db_url)) == 3                                        # a set per set of options
+    assert_one_line_error(cli("match", "app", "--option", "k=0"), "model 'similarity' option k=0: out of range")
+    assert_one_line_error(cli("match", "app", "--option", "kk=1"), "model 'similarity' has no option 'kk'")
+
+
 def test_looks_at_an_unchanged_registry_store_one_set(cli, db_url, registry):
     """Every look stored the same set again (4 copies after 4 looks); now one set per trace, model and
     state of what the prediction is made from."""

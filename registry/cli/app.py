@@ -37,6 +37,12 @@ class State:
         self._open.clear()
 
 
+def model_options_flag():
+    """The repeatable `--option KEY=VALUE` of every command that builds a model (registry.models.options)."""
+    return typer.Option(None, "--option", metavar="KEY=VALUE",
+                        help="Set a model option (repeatable); `nodereg models NAME` lists them.")
+
+
 def state(ctx: typer.Context) -> State:
     return ctx.ensure_object(State)
 

@@ -72,6 +72,23 @@ def _model_list(text: str | None, data) -> tuple[list[str], list[str]]:
     return names, []
 
 
+def _options_by_model(texts: list[str] | None, names: list[str]) -> dict[str, dict[str, str]]:
+    """`--option MODEL.KEY=VALUE` (or KEY=VALUE when one model is evaluated) as options per model."""
+    from registry.models.options import parse_assignments
+
+    out: dict[str, dict[str, str]] = {}
+    for key, value in parse_assignments(texts).items():
+        model, dot, option = key.rpartition(".")
+        if not dot:
+            if len(names) != 1:
+                raise UserError(f"--option {key}=...: with several models, name the model: MODEL.{key}=VALUE")
+            model = names[0]
+        if model not in names:
+            raise UserError(f"--option {key}=...: {model!r} is not among the evaluated models ({', '.join(names)})")
+        out.setdefault(model, {})[option] = value
+    return out
+
+
 def _pct(value):
     return None if value is None else round(100 * value, 2)
 
@@ -86,6 +103,9 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     predictions: Path = typer.Option(None, "--predictions", help="Write every prediction to this CSV: "
                                                                   "model,app,node,predicted_s,actual_s."),
+    option: list[str] = typer.Option(None, "--option", metavar="[MODEL.]KEY=VALUE",
+                                     help="Set a model option (repeatable; MODEL. may be left out when one model "
+                                          "is evaluated); `nodereg models NAME` lists them."),
 ) -> None:
     """Leave-one-app-out accuracy of the projection models on measured runs (MAPE, top-1, regret, noise floor)."""
     from registry import evaluate as ev
@@ -93,8 +113,9 @@ def evaluate_cmd(
     reg = state(ctx).registry(readonly=True)
     data = ev.load(reg, base)
     names, skipped = _model_list(models, data)
+    options = _options_by_model(option, names)
     with _progress("leave-one-app-out", len(data.apps) * len(names)) as advance:
-        results = ev.evaluate(data, names, on_app=advance)
+        results = ev.evaluate(data, names, on_app=advance, options=options)
     if predictions is not None:
         try:
             ev.predictions_frame(results).to_csv(predictions, index=False)

@@ -2,7 +2,7 @@
 
 import typer
 
-from registry.cli.app import app, state
+from registry.cli.app import app, model_options_flag, state
 from registry.cli.output import console, err_console, print_json, print_table
 
 
@@ -15,6 +15,7 @@ def match(
     model: str = typer.Option("similarity", "--model", "-m",
                               help="Projection model, or a scaling model (downey, amdahl, ...) to combine the "
                                    "projection with the app's measured runs on the base node (see `nodereg models`)."),
+    option: list[str] = model_options_flag(),
     top: int = typer.Option(None, "--top", min=1, help="Show only the K fastest nodes."),
     explain: bool = typer.Option(False, "--explain", help="Per phase: matched configs and per-node times."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -26,18 +27,23 @@ def match(
     from registry.match.stored import inputs_digest, latest_digest, store_predictions
     from registry.trace.lookup import find_trace
 
+    from registry.models.options import parse_assignments
+    from registry.models.plugins import create
+
     identity = model_identity(model)  # an unknown model fails before any work
+    options = parse_assignments(option)
+    create(model, options=options)    # ... and so does a bad option
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
     st = state(ctx)
     with _reader(st).connect() as conn:
         found = find_trace(conn, trace)
         inputs = load_inputs(conn, found, base=base, nodes=targets)
-        digest = None if no_store else inputs_digest(conn, inputs, identity)
+        digest = None if no_store else inputs_digest(conn, inputs, identity, options)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already
     st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
     scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
-    result = project_scaled(inputs, model) if scaling else project(inputs, model=model)
+    result = project_scaled(inputs, model, options) if scaling else project(inputs, model=model, options=options)
     if digest is not None:
         st.registry().write(lambda conn: store_predictions(conn, inputs, result, digest))
     if top:

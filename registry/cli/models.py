@@ -12,7 +12,7 @@ from pathlib import Path
 import sqlalchemy as sa
 import typer
 
-from registry.cli.app import app, import_app, state
+from registry.cli.app import app, import_app, model_options_flag, state
 from registry.cli.output import console, err_console, print_json, print_table
 from registry.errors import UserError
 
@@ -22,10 +22,15 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.I)
 
 
 @app.command("models")
-def models_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List the installed prediction models (plugins of the entry-point group nodereg.models)."""
+def models_command(name: str = typer.Argument(None, metavar="[NAME]", help="Show this model and its options."),
+                   as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the installed prediction models (plugins of the entry-point group nodereg.models); those
+    that break the plugin contract are reported as not usable, with the reason."""
     from registry.models import plugins
 
+    if name is not None:
+        _show_model(plugins, name, as_json)
+        return
     infos, warnings = plugins.discover()
     rows = [{"name": i.name, "kind": i.kind, "version": i.version, "needs": ", ".join(i.needs),
              "description": i.description} for i in infos]
@@ -35,6 +40,21 @@ def models_command(as_json: bool = typer.Option(False, "--json", help="Print JSO
         print_table(rows, ["name", "kind", "version", "needs", "description"], empty="no models installed")
     for w in warnings:
         err_console.print(f"warning: {w}", style="yellow", soft_wrap=True)
+
+
+def _show_model(plugins, name: str, as_json: bool) -> None:
+    """`nodereg models NAME`: what the model is, and its options (what `--option KEY=VALUE` sets)."""
+    cls = plugins.model_class(name)
+    about = {"name": cls.name, "kind": cls.kind, "version": str(cls.version), "needs": sorted(cls.needs),
+             "baseline": cls.baseline, "description": cls.description}
+    options = [o.describe() for o in cls.options]
+    if as_json:
+        print_json({**about, "options": options})
+        return
+    print_table([{"field": k, "value": ", ".join(v) if isinstance(v, list) else v} for k, v in about.items()],
+                ["field", "value"], title=f"model {cls.name}")
+    print_table(options, ["option", "type", "default", "range", "help"], empty=f"{cls.name} has no options",
+                title="options (--option KEY=VALUE)")
 
 
 runs_app = typer.Typer(help="Measured runs: add one, list them.", no_args_is_help=True)
@@ -129,17 +149,19 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
                                              "the training limit that have runs, else twice the largest)."),
             working_set: str = typer.Option(None, "--working-set",
                                             help="The app's working set (e.g. 48M), for the cache-crossing warning."),
+            option: list[str] = model_options_flag(),
             save: bool = typer.Option(False, "--save", help="Store the fitted model in the registry."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Fit a scaling model on APP's runs on NODE and predict runtimes at other thread counts."""
     from registry.models import plugins
     from registry.models.backtest import backtest
     from registry.models.base import ScalingContext
+    from registry.models.options import parse_assignments
     from registry.models.store import save_model
     from registry.runs import load_runs
 
-    model_cls = plugins.model_class(model_name, kind="scaling")
-    model = model_cls()
+    options = parse_assignments(option)
+    model = plugins.create(model_name, kind="scaling", options=options)
     ws = parse_size(working_set) if working_set else None
     reg = state(ctx).registry(readonly=not save)
     with reg.connect() as conn:
@@ -157,7 +179,8 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
     preds = model.predict(targets)
     measured = runs.groupby("threads").time_s.median()
     warnings = list(model.warnings) + [f"at {p.threads} threads: {w}" for p in preds for w in p.warnings]
-    check = backtest(model_cls, train.threads.to_numpy(), train.time_s.to_numpy())
+    check = backtest(lambda: plugins.create(model_name, options=options), train.threads.to_numpy(),
+                     train.time_s.to_numpy())
     if check is not None and check.warning():
         warnings.append(check.warning())
     uid = None

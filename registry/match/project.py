@@ -118,14 +118,14 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
-def _fitted(profiles, model_name: str, mode: str, k: int, cache: dict):
+def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: dict):
     """Thread counts, reference set and the model fitted on it, for a thread mode: the phases of one
     trace that share a mode share all three (through `cache`), since fitting depends on nothing else."""
     if (mode, k) not in cache:
         threads = refs_mod.threads_on(profiles, mode, k)
         by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
         refset, base_threads = refs_mod.reference_set(profiles, threads)
-        model = create(model_name, kind="projection")
+        model = create(model_name, kind="projection", options=options)
         if NEEDS_SIGNATURES not in model.needs:
             raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
                             "does (e.g. similarity, gbt)")
@@ -133,7 +133,7 @@ def _fitted(profiles, model_name: str, mode: str, k: int, cache: dict):
     return cache[(mode, k)]
 
 
-def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes: list[str],
+def _project_phase(phase, time_s: float, trace, profiles, model_name: str, options: dict, nodes: list[str],
                    cache: dict, fixed_threads: int | None) -> PhaseResult:
     util = _cpu_util(phase.signature)
     if util is not None and util < IDLE_CPU_UTIL:
@@ -143,7 +143,7 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, nodes
         mode, k = "fixed", fixed_threads
     else:
         mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
-    threads, base_threads, model = _fitted(profiles, model_name, mode, k, cache)
+    threads, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache)
     query = Query(phase.name, _features(phase.signature), time_s)
     preds = {p.node: p for p in model.predict(query, nodes)}
     matches = []
@@ -206,15 +206,17 @@ def model_identity(model: str) -> tuple[str, str]:
     return f"{model}+{PROJECTION}", f"{cls.version}+{projection.version}"
 
 
-def project(inputs: Inputs, *, model: str = PROJECTION, fixed_threads: int | None = None) -> MatchResult:
-    """Predicted time of the traced app on every target node, ranked. `fixed_threads`: project
+def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = None,
+            fixed_threads: int | None = None) -> MatchResult:
+    """Predicted time of the traced app on every target node, ranked; `options`: the model's (texts
+    or values, registry.models.options). `fixed_threads`: project
     every phase at that thread count (capped by each node's CPUs) instead of the count it would use
     there; registry.match.scaled then scales to each node's CPUs with the app's own curve."""
     trace, wall = inputs.found.trace, inputs.base_time_s
     # a phase's share of the run, applied to the base time
     cache: dict = {}
-    results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, inputs.targets, cache,
-                              fixed_threads) for p in inputs.phases]
+    results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,
+                              cache, fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,

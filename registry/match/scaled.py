@@ -24,14 +24,15 @@ from registry.models.combine import project_scaling
 from registry.models.plugins import create
 
 
-def project_scaled(inputs: Inputs, scaling_model: str) -> MatchResult:
+def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = None) -> MatchResult:
+    """The projection (with its default options) scaled by `scaling_model` (with `options`)."""
     trace, base = inputs.found.trace, inputs.base
     runs = np.array([(n, t) for _, n, t in inputs.runs if n is not None], dtype=float).reshape(-1, 2)
     if not len(runs):
         raise UserError(f"no runs of {trace.name!r} on {base!r} with a thread count: add some with "
                         f"`nodereg runs add {trace.name} {base} --threads N --time S`")
     threads, times = runs[:, 0].astype(int), runs[:, 1]
-    model = create(scaling_model, kind="scaling")
+    model = create(scaling_model, kind="scaling", options=options)
     if len(np.unique(threads)) < model.min_thread_counts:
         raise UserError(f"--model {scaling_model} scales {trace.name!r} with its runs on {base!r}: it needs runs at "
                         f">= {model.min_thread_counts} thread counts, there are runs at "

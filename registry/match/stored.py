@@ -34,8 +34,9 @@ JOIN (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_
 JOIN nodes n ON n.node_id = p.node_id"""
 
 
-def inputs_digest(conn: sa.Connection, inputs: Inputs, identity: tuple[str, str]) -> str:
-    """The digest of what a prediction set of `inputs` by the model `identity` (name, version) depends on."""
+def inputs_digest(conn: sa.Connection, inputs: Inputs, identity: tuple[str, str], options: dict | None = None) -> str:
+    """The digest of what a prediction set of `inputs` by the model `identity` (name, version) with
+    `options` (as given on the command line) depends on."""
     trace = inputs.found.trace
     if inputs.found.uid is not None:
         trace_part = inputs.found.uid
@@ -48,6 +49,8 @@ def inputs_digest(conn: sa.Connection, inputs: Inputs, identity: tuple[str, str]
                       zip(latest["name"].tolist(), latest["n_cpus"].tolist(), latest["uid"].tolist()) if name in used)
     material = [__version__, *identity, trace_part, inputs.base, sorted(inputs.targets), profiles,
                 sorted(uid for uid, _, _ in inputs.runs)]
+    if options:  # with none, the digest of the sets stored before options existed
+        material.append(sorted(options.items()))
     return hashlib.sha256(orjson.dumps(material)).hexdigest()
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from registry.errors import UserError
-from registry.models.base import ScalingContext, ScalingModel, ScalingPrediction, check_targets, log_interval
+from registry.models.base import (NotFittedError, ScalingContext, ScalingModel, ScalingPrediction, check_targets,
+                                   log_interval)
 from registry.models.linfit import LinearFit, wls
 
 
@@ -48,7 +48,7 @@ class AmdahlModel(ScalingModel):
 
     def _fitted(self) -> LinearFit:
         if self.fit_ is None:
-            raise UserError(f"the {self.name} model is not fitted yet")
+            raise NotFittedError(self.name)
         return self.fit_
 
     def predict(self, threads) -> list[ScalingPrediction]:

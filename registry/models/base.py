@@ -19,6 +19,7 @@ Every prediction carries an interval and the warnings that apply to it.
 
 from __future__ import annotations
 
+import abc
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ import numpy as np
 
 from registry import __version__
 from registry.errors import UserError
+from registry.models.options import Option
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +47,16 @@ NEEDS_SIGNATURES = "signatures"        # query + reference signatures on the bas
 NEEDS_NODE_FEATURES = "node_features"  # per-node profile features (bandwidths, peaks, inventory)
 NEEDS_STREAMS = "streams"              # thesis stream descriptors (size, stride, dtype, access)
 NEEDS_SCALING_RUNS = "scaling_runs"    # runs of one app at several thread counts
+NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES, NEEDS_STREAMS, NEEDS_SCALING_RUNS})
+KINDS = ("projection", "scaling")
+
+
+class NotFittedError(UserError):
+    """What every model's predict (and params, where it needs a fit) raises before fit: one class and
+    one message for all models, so callers and the conformance check can rely on it."""
+
+    def __init__(self, name: str):
+        super().__init__(f"the {name} model is not fitted yet: fit it before predicting")
 
 
 @dataclass(frozen=True)
@@ -192,8 +204,9 @@ class ScalingContext:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-class Model:
-    """Base class of every model plugin."""
+class Model(abc.ABC):
+    """Base class of every model plugin. The abstract methods are the contract: a plugin that leaves
+    one out is reported by `nodereg models` as not usable (registry.models.contract)."""
 
     name: ClassVar[str]
     # what `nodereg match` stores with each prediction and `models` with each fit: a built-in model
@@ -201,36 +214,53 @@ class Model:
     version: ClassVar[str] = __version__
     kind: ClassVar[str]             # 'projection' | 'scaling'
     description: ClassVar[str]      # one line, shown by `nodereg models`
-    needs: ClassVar[frozenset[str]] = frozenset()
+    needs: ClassVar[frozenset[str]] = frozenset()   # a subset of NEEDS
+    # the options users may set (keyword arguments of __init__; registry.models.options)
+    options: ClassVar[tuple[Option, ...]] = ()
     baseline: ClassVar[bool] = False  # a simple reference model, listed apart in `nodereg evaluate`
-    warnings: list[str]             # warnings about the fit as a whole (set by fit)
 
+    @property
+    def warnings(self) -> list[str]:
+        """Warnings about the fit as a whole (set by fit); empty for a model that never warns."""
+        return self.__dict__.setdefault("_warnings", [])
+
+    @warnings.setter
+    def warnings(self, value: list[str]) -> None:
+        self.__dict__["_warnings"] = list(value)
+
+    def option_values(self) -> dict:
+        """The declared options' values in this instance; by default the attributes of the same name
+        (a model that keeps them elsewhere overrides this). Stored models restore them through params."""
+        return {o.name: o.check(getattr(self, o.name)) for o in self.options}
+
+    @abc.abstractmethod
     def params(self) -> dict:
         """Fitted parameters (and options) as JSON-able data, stored in the registry's models table."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def from_params(cls, params: dict) -> Model:
-        raise NotImplementedError
+        """The model `params()` describes, ready to predict."""
 
     def describe(self) -> str:
         """One paragraph on the fitted model, for people."""
         return self.description
 
     def _warn(self, message: str) -> None:
-        found = self.__dict__.setdefault("warnings", [])
-        if message not in found:
-            found.append(message)
+        if message not in self.warnings:
+            self.warnings.append(message)
 
 
 class ProjectionModel(Model):
     kind = "projection"
 
+    @abc.abstractmethod
     def fit(self, refs: ReferenceSet) -> ProjectionModel:
-        raise NotImplementedError
+        """Learn from the references; returns self."""
 
+    @abc.abstractmethod
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
-        raise NotImplementedError
+        """One prediction per node, in the order of `nodes` (NaN where the model cannot say)."""
 
 
 class ScalingModel(Model):
@@ -240,11 +270,13 @@ class ScalingModel(Model):
     needs = frozenset({NEEDS_SCALING_RUNS})
     min_thread_counts: ClassVar[int] = 2   # distinct thread counts the fit needs
 
+    @abc.abstractmethod
     def fit(self, threads: np.ndarray, times: np.ndarray, context: ScalingContext | None = None) -> ScalingModel:
-        raise NotImplementedError
+        """Learn from runs (repetitions allowed); returns self."""
 
+    @abc.abstractmethod
     def predict(self, threads: list[int]) -> list[ScalingPrediction]:
-        raise NotImplementedError
+        """One prediction per thread count, in the order given."""
 
     def _check_runs(self, threads, times) -> tuple[np.ndarray, np.ndarray]:
         """Validated float arrays; too few distinct thread counts is the user's to fix (more runs)."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from registry.models.base import NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query, ReferenceSet
+from registry.models.base import NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query, ReferenceSet
+from registry.models.options import Option
 
 
 class MedianRatioBaseline(ProjectionModel):
@@ -20,11 +21,27 @@ class MedianRatioBaseline(ProjectionModel):
     description = "baseline: base time x the node's median node-to-base ratio over all references"
     needs = frozenset()
 
+    def __init__(self) -> None:
+        self.median: pd.Series | None = None
+
     def fit(self, refs: ReferenceSet) -> MedianRatioBaseline:
         self.median = refs.log_ratio.median()
         return self
 
+    def params(self) -> dict:
+        if self.median is None:
+            raise NotFittedError(self.name)
+        return {"median": {str(n): float(v) for n, v in self.median.items()}}
+
+    @classmethod
+    def from_params(cls, params: dict) -> MedianRatioBaseline:
+        model = cls()
+        model.median = pd.Series(params["median"], dtype=float)
+        return model
+
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        if self.median is None:
+            raise NotFittedError(self.name)
         out = []
         for node in nodes:
             r = float(self.median.get(node, np.nan))
@@ -40,9 +57,11 @@ class KnnSarBaseline(ProjectionModel):
     baseline = True
     description = "baseline: 5 nearest references by z-scored sar summary, plain mean of their log ratios"
     needs = frozenset({NEEDS_SIGNATURES})
+    options = (Option("k", int, 5, "nearest references averaged", low=1),)
 
     def __init__(self, k: int = 5):
         self.k = k
+        self.y: pd.DataFrame | None = None
 
     def fit(self, refs: ReferenceSet) -> KnnSarBaseline:
         cols = [c for c in refs.features.columns if c.startswith("sar.")]
@@ -53,7 +72,24 @@ class KnnSarBaseline(ProjectionModel):
         self.y = refs.log_ratio
         return self
 
+    def params(self) -> dict:
+        if self.y is None:
+            raise NotFittedError(self.name)
+        return {"k": self.k, "cols": self.cols, "mu": self.mu[self.cols].tolist(), "sd": self.sd[self.cols].tolist(),
+                "z": self.z.to_dict(orient="split"), "y": self.y.to_dict(orient="split")}
+
+    @classmethod
+    def from_params(cls, params: dict) -> KnnSarBaseline:
+        model = cls(params["k"])
+        model.cols = list(params["cols"])
+        model.mu = pd.Series(params["mu"], index=model.cols, dtype=float)
+        model.sd = pd.Series(params["sd"], index=model.cols, dtype=float)
+        model.z, model.y = (pd.DataFrame(**params[key], dtype=float) for key in ("z", "y"))
+        return model
+
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        if self.y is None:
+            raise NotFittedError(self.name)
         zq = ((query.features.reindex(self.cols) - self.mu[self.cols]) / self.sd[self.cols]).fillna(0.0)
         d = np.sqrt(((self.z - zq) ** 2).sum(axis=1))
         out = []

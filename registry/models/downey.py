@@ -36,7 +36,9 @@ import numpy as np
 from scipy import optimize
 
 from registry.errors import UserError
-from registry.models.base import ScalingContext, ScalingModel, ScalingPrediction, check_targets, median_by_threads
+from registry.models.base import (NotFittedError, ScalingContext, ScalingModel, ScalingPrediction, check_targets,
+                                   median_by_threads)
+from registry.models.options import Option
 
 FORMS = ("normalised", "raw")
 RUNNER_UP_WSSRE = 1.1      # runner-up fits within this factor of the best ...
@@ -407,6 +409,14 @@ class DowneyModel(ScalingModel):
     name = "downey"
     description = "Deshmeh 2013 ADEPT: Downey speed-up model (A, sigma), one weighted fit per target"
     min_thread_counts = 3
+    options = (
+        Option("form", str, "normalised", "normalised: T(n) = L / S(n); raw: T(inf) = 1 time unit", choices=FORMS),
+        Option("q", float, 2.0, "distance-weight factor of the runs around each target (> 1)", low=1.0),
+        Option("eps", float, 0.1, "relative deviation that marks a run as an anomaly", low=0.0),
+        Option("theta", float, 5.0, "how strongly an anomalous run is down-weighted", low=0.0),
+        Option("delta", float, 0.1, "fitting error above which a warning is given", low=0.0),
+        Option("grid", int, 500, "grid points of the (A, sigma) search", low=10),
+    )
 
     def __init__(self, form: str = "normalised", q: float = 2.0, eps: float = 0.1, theta: float = 5.0,
                  delta: float = 0.1, grid: int = 500) -> None:
@@ -486,7 +496,7 @@ class DowneyModel(ScalingModel):
 
     def predict(self, threads) -> list[ScalingPrediction]:
         if self.n.size == 0:
-            raise UserError("the downey model is not fitted yet")
+            raise NotFittedError(self.name)
         out = []
         for n in check_targets(threads):
             e = self._fit_target(n)

@@ -18,9 +18,10 @@ import numpy as np
 
 from registry.errors import UserError
 from registry.models.amdahl import AmdahlModel
-from registry.models.base import ScalingContext, ScalingModel, ScalingPrediction, check_targets
+from registry.models.base import NotFittedError, ScalingContext, ScalingModel, ScalingPrediction, check_targets
 from registry.models.downey import DowneyModel
 from registry.models.loglog import LogLogModel
+from registry.models.options import Option
 from registry.models.usl import UslModel
 
 MEMBERS: dict[str, type[ScalingModel]] = {"amdahl": AmdahlModel, "usl": UslModel, "loglog": LogLogModel,
@@ -32,12 +33,14 @@ class EnsembleModel(ScalingModel):
     name = "ensemble"
     description = "geometric mean of the amdahl, usl, loglog and downey predictions (log-space model average)"
     min_thread_counts = 2
+    options = (Option("members", tuple, tuple(MEMBERS), "the models averaged", choices=tuple(MEMBERS)),)
 
     def __init__(self, members: tuple[str, ...] | list[str] = tuple(MEMBERS)) -> None:
         unknown = [m for m in members if m not in MEMBERS]
         if unknown or not members:
             raise UserError(f"ensemble members must be among {', '.join(MEMBERS)}, got {', '.join(unknown) or 'none'}")
-        self.member_names = list(dict.fromkeys(members))
+        self.members = tuple(dict.fromkeys(members))
+        self.member_names = list(self.members)
         self.fitted: dict[str, ScalingModel] = {}
         self.warnings = []
 
@@ -60,7 +63,7 @@ class EnsembleModel(ScalingModel):
 
     def predict(self, threads) -> list[ScalingPrediction]:
         if not self.fitted:
-            raise UserError("the ensemble model is not fitted yet")
+            raise NotFittedError(self.name)
         targets = check_targets(threads)
         per = {name: model.predict(targets) for name, model in self.fitted.items()}
         out = []

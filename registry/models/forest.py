@@ -25,7 +25,9 @@ import pandas as pd
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
 from registry.errors import UserError
-from registry.models.base import NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query, ReferenceSet
+from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query,
+                                   ReferenceSet)
+from registry.models.options import Option
 
 # a normal 90 % band (1.645) over the trees' spread covered too little on Alibaba: the spread leaves
 # out run-to-run noise; calibrated there, checked on Huawei (docs/evaluation.md)
@@ -74,6 +76,14 @@ class ForestModel(ProjectionModel):
     description = ("extra-trees + random forest, one output per node, on the base-node signature -> log time "
                    "ratio (centred on each node's median); interval from the trees' spread")
     needs = frozenset({NEEDS_SIGNATURES})
+    options = (
+        Option("kinds", tuple, ("extra", "random"), "tree ensembles to pool", choices=tuple(_KINDS)),
+        Option("n_estimators", int, 200, "trees per ensemble", low=1),
+        Option("min_samples_leaf", int, 1, "references per leaf, at least", low=1),
+        Option("max_features", float, 1.0, "share of the features each split considers", low=0.01, high=1.0),
+        Option("z_interval", float, _Z_INTERVAL, "interval half-width in trees' standard deviations", low=0.0),
+        Option("random_state", int, 0, "seed of the trees"),
+    )
 
     def __init__(self, kinds: tuple[str, ...] = ("extra", "random"), n_estimators: int = 200,
                  min_samples_leaf: int = 1, max_features: float = 1.0, z_interval: float = _Z_INTERVAL,
@@ -91,6 +101,9 @@ class ForestModel(ProjectionModel):
         self.nodes: list[str] = []
         self.node_median: pd.Series | None = None
         self.warnings = []
+
+    def option_values(self) -> dict:
+        return {"kinds": self.kinds, **self.hyper, "z_interval": self.z_interval}
 
     def fit(self, refs: ReferenceSet) -> ForestModel:
         x = refs.features.apply(pd.to_numeric, errors="coerce")
@@ -113,7 +126,7 @@ class ForestModel(ProjectionModel):
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
         if self.forest is None or self.fill is None or self.node_median is None:
-            raise UserError("the forest model is not fitted yet")
+            raise NotFittedError(self.name)
         q = pd.to_numeric(query.features.reindex(self.columns), errors="coerce").fillna(self.fill)
         per_tree = self.forest.per_tree(q.to_numpy(dtype=float)[None, :])[:, 0, :]     # trees x nodes
         est = per_tree.mean(axis=0) + self.node_median.to_numpy()
@@ -134,7 +147,7 @@ class ForestModel(ProjectionModel):
 
     def params(self) -> dict:
         if self.forest is None or self.fill is None or self.node_median is None:
-            raise UserError("the forest model is not fitted yet")
+            raise NotFittedError(self.name)
         return {"kinds": list(self.kinds), "hyper": self.hyper, "z_interval": self.z_interval,
                 "columns": self.columns, "fill": [float(v) for v in self.fill], "nodes": self.nodes,
                 "node_median": [float(v) for v in self.node_median], "trees": self.forest.to_dict()}

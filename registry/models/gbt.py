@@ -20,8 +20,10 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from registry.errors import UserError
-from registry.models.base import (NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query,
+from registry.models.base import (NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction, NotFittedError,
+                                   ProjectionModel, Query,
                                   ReferenceSet)
+from registry.models.options import Option
 from registry.models.tabular import FeatureRanges, projection_rows, query_rows
 
 MIN_QUANTILE_ROWS = 60
@@ -80,6 +82,14 @@ class GbtModel(ProjectionModel):
     description = ("gradient-boosted trees on signature + node profile features -> log time ratio "
                    "(flags extrapolation)")
     needs = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
+    options = (
+        Option("extrapolation", str, "warn", "a query outside the training ranges: warn, or refuse to predict",
+               choices=("warn", "refuse")),
+        Option("max_iter", int, 200, "boosting iterations (trees)", low=1),
+        Option("learning_rate", float, 0.05, "shrinkage of each tree", low=1e-6, high=1.0),
+        Option("max_leaf_nodes", int, 15, "leaves per tree", low=2),
+        Option("random_state", int, 0, "seed"),
+    )
 
     def __init__(self, extrapolation: str = "warn", max_iter: int = 200, learning_rate: float = 0.05,
                  max_leaf_nodes: int = 15, random_state: int = 0) -> None:
@@ -94,6 +104,9 @@ class GbtModel(ProjectionModel):
         self.ranges: FeatureRanges | None = None
         self.rows = 0
         self.warnings = []
+
+    def option_values(self) -> dict:
+        return {"extrapolation": self.extrapolation, **self.hyper}
 
     def _regressor(self, rows: int, **loss) -> HistGradientBoostingRegressor:
         return HistGradientBoostingRegressor(min_samples_leaf=max(3, rows // 20), early_stopping=False,
@@ -120,7 +133,7 @@ class GbtModel(ProjectionModel):
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
         if self.mean is None or self.ranges is None:
-            raise UserError("the gbt model is not fitted yet")
+            raise NotFittedError(self.name)
         q = query_rows(query, nodes, self.ranges)
         x = q.frame.to_numpy(dtype=float)
         if self.extrapolation == "refuse":
@@ -142,7 +155,7 @@ class GbtModel(ProjectionModel):
 
     def params(self) -> dict:
         if self.mean is None or self.ranges is None:
-            raise UserError("the gbt model is not fitted yet")
+            raise NotFittedError(self.name)
         return {"extrapolation": self.extrapolation, "hyper": self.hyper, "rows": self.rows,
                 "mean": self.mean.to_dict(), "quantiles": {k: v.to_dict() for k, v in self.quantiles.items()},
                 "residual_band": list(self.residual_band) if self.residual_band else None,

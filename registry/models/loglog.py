@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from registry.errors import UserError
-from registry.models.base import (CacheLevel, ScalingContext, ScalingModel, ScalingPrediction, check_targets,
-                                  superlinear_pairs)
+from registry.models.base import (CacheLevel, NotFittedError, ScalingContext, ScalingModel, ScalingPrediction,
+                                  check_targets, superlinear_pairs)
+from registry.models.options import Option
 from registry.models.linfit import LinearFit, wls
 
 FORMS = ("L", "Q")
@@ -110,6 +111,9 @@ def _rmse_or_zero(fit: LogLogFit) -> float:
 class LogLogModel(ScalingModel):
     name = "loglog"
     description = "Barnes 2008 log2-space regression (L/Q in log2 threads; TOT, or SEP with a comm split)"
+
+    options = (Option("form", str, "auto", "L (linear in log2 q), Q (quadratic), or auto (the better by "
+                                          "cross-validation)", choices=("auto", *FORMS)),)
 
     def __init__(self, form: str = "auto") -> None:
         if form not in ("auto", *FORMS):
@@ -209,7 +213,7 @@ class LogLogModel(ScalingModel):
     # -- prediction ----------------------------------------------------------------------------
     def _fitted(self) -> LogLogFit:
         if self.tot is None:
-            raise UserError("the loglog model is not fitted yet")
+            raise NotFittedError(self.name)
         return self.tot
 
     def _input_values(self, inputs: dict[str, float] | None, count: int) -> dict[str, np.ndarray]:

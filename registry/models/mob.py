@@ -34,9 +34,11 @@ import pandas as pd
 from scipy import stats
 
 from registry.errors import UserError
-from registry.models.base import (NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query,
+from registry.models.base import (NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePrediction, NotFittedError,
+                                   ProjectionModel, Query,
                                   ReferenceSet, log_interval)
 from registry.models.linfit import LinearFit, wls
+from registry.models.options import Option
 from registry.models.tabular import FeatureRanges, projection_rows, query_rows
 
 OBJECTIVES = ("deviance", "relative")
@@ -333,6 +335,13 @@ class MobModel(ProjectionModel):
     description = ("Castellanos 2014 model-based tree: log time ratio ~ node profile features, "
                    "partitioned by the signature (supLM tests, Bonferroni)")
     needs = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
+    options = (
+        Option("regressors", tuple, None, "node features in each leaf's regression (default: all of them)"),
+        Option("partition", tuple, None, "signature features the tree may split on (default: all of them)"),
+        Option("minsplit", float, None, "rows a node needs to be split (default: max(10, rows / 10))", low=2),
+        Option("alpha", float, 0.05, "significance level of the parameter-instability tests", low=1e-9, high=1.0),
+        Option("objective", str, "deviance", "what a split minimises", choices=OBJECTIVES),
+    )
 
     def __init__(self, regressors: list[str] | None = None, partition: list[str] | None = None,
                  minsplit: float | None = None, alpha: float = 0.05, objective: str = "deviance") -> None:
@@ -356,7 +365,7 @@ class MobModel(ProjectionModel):
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
         if self.tree is None or self.ranges is None:
-            raise UserError("the mob model is not fitted yet")
+            raise NotFittedError(self.name)
         q = query_rows(query, nodes, self.ranges)
         pred, half = self.tree.predict(q.frame, with_interval=True)
         leaves = self.tree.leaves(q.frame)
@@ -371,7 +380,7 @@ class MobModel(ProjectionModel):
 
     def params(self) -> dict:
         if self.tree is None or self.ranges is None:
-            raise UserError("the mob model is not fitted yet")
+            raise NotFittedError(self.name)
         return {"options": {"regressors": self.regressors, "partition": self.partition, "minsplit": self.minsplit,
                             "alpha": self.alpha, "objective": self.objective},
                 "tree": self.tree.to_dict(), "ranges": self.ranges.to_dict(),

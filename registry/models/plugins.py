@@ -5,20 +5,25 @@ Any installed distribution can add a model by declaring, in its pyproject.toml::
     [project.entry-points."nodereg.models"]
     mymodel = "mypackage.models:MyModel"
 
-where ``MyModel`` subclasses ``registry.models.base.ProjectionModel`` or ``ScalingModel``.
-A plugin that fails to import (a missing dependency, a typo) must not take the whole tool down:
-listing reports it as one warning line and every other model keeps working.
+where ``MyModel`` subclasses ``registry.models.ProjectionModel`` or ``ScalingModel`` and keeps the
+contract (registry.models.contract; docs/models.md, "Writing a model"). A plugin that fails to import
+(a missing dependency, a typo) or breaks the contract must not take the whole tool down: listing
+reports it as one line, not usable, with the reason, and every other model keeps working.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from registry.errors import UserError
 from registry.models.base import Model
+from registry.models.options import Option, resolve
 
 GROUP = "nodereg.models"
+
 
 @dataclass
 class ModelInfo:
@@ -29,9 +34,12 @@ class ModelInfo:
     needs: list[str]
     target: str          # 'module:Class' the entry point names
     distribution: str | None
+    options: tuple[Option, ...] = ()
 
 
+@functools.cache
 def _entry_points() -> list[EntryPoint]:
+    """The group's entry points, read once per process (each read scans every installed distribution)."""
     return sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
 
 
@@ -41,24 +49,35 @@ def installed_names() -> list[str]:
 
 
 def _load(ep: EntryPoint) -> type[Model]:
+    """The plugin's class, or a TypeError saying why it is not usable (registry.models.contract); a
+    name must say which class it loads, so one installed for two targets is not usable."""
+    from registry.models.contract import problems
+
+    others = sorted({other.value for other in _entry_points() if other.name == ep.name} - {ep.value})
+    if others:
+        raise TypeError(f"the name is also installed for {', '.join(others)}: which one is meant is unknown")
     cls = ep.load()
-    if not (isinstance(cls, type) and issubclass(cls, Model)):
-        raise TypeError(f"{ep.value} is not a registry.models.base.Model subclass")
-    for attr in ("name", "kind", "description"):
-        if not isinstance(getattr(cls, attr, None), str):
-            raise TypeError(f"{ep.value} does not set the class attribute {attr!r}")
+    found = problems(cls, ep.name)
+    if found:
+        raise TypeError("; ".join(found))
     return cls
 
 
 def _failure(ep: EntryPoint, exc: BaseException) -> str:
-    detail = " ".join(str(exc).split())[:200]
+    detail = " ".join(str(exc).split())[:300]
+    if isinstance(exc, TypeError):
+        return f"model plugin {ep.name!r} ({ep.value}) is not usable: {detail}"
     return f"model plugin {ep.name!r} ({ep.value}) could not be loaded: {type(exc).__name__}: {detail}"
 
 
 def discover() -> tuple[list[ModelInfo], list[str]]:
-    """Every plugin that loads, and one warning line for each one that does not."""
-    infos, warnings = [], []
+    """Every usable plugin, and one line for each one that is not (it fails to load or breaks the
+    contract; a name installed twice makes both unusable)."""
+    infos, warnings, seen = [], [], set()
     for ep in _entry_points():
+        if (ep.name, ep.value) in seen:
+            continue
+        seen.add((ep.name, ep.value))
         try:
             cls = _load(ep)
         except Exception as exc:  # noqa: BLE001 - a broken plugin is reported, never fatal
@@ -66,7 +85,7 @@ def discover() -> tuple[list[ModelInfo], list[str]]:
             continue
         dist = getattr(getattr(ep, "dist", None), "name", None)
         infos.append(ModelInfo(ep.name, cls.kind, str(cls.version), cls.description, sorted(cls.needs),
-                               ep.value, dist))
+                               ep.value, dist, tuple(cls.options)))
     return infos, warnings
 
 
@@ -92,6 +111,18 @@ def names_of_kind(kind: str) -> list[str]:
     return [i.name for i in infos if i.kind == kind]
 
 
-def create(name: str, kind: str | None = None, **options) -> Model:
-    """A fresh, unfitted instance of the named model."""
-    return model_class(name, kind)(**options)
+def create(name: str, kind: str | None = None, options: Mapping[str, object] | None = None) -> Model:
+    """A fresh, unfitted instance of the named model with `options` (texts from the command line or
+    values; the rest at their defaults). A bad option is a UserError naming the model and the key."""
+    cls = model_class(name, kind)
+    return instantiate(cls, options)
+
+
+def instantiate(cls: type[Model], options: Mapping[str, object] | None = None) -> Model:
+    """`cls` with its options resolved (registry.models.options.resolve); what its own __init__
+    refuses (a combination of values, a bound the declaration could not say) is a UserError too."""
+    values = resolve(cls.name, cls.options, options or {})
+    try:
+        return cls(**values)
+    except (UserError, ValueError) as exc:
+        raise UserError(f"model {cls.name!r}: {exc}") from None

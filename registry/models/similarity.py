@@ -42,7 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from registry import __version__
-from registry.models.base import NEEDS_SIGNATURES, NodePrediction, ProjectionModel, Query, ReferenceSet
+from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query,
+                                  ReferenceSet)
+from registry.models.options import Option
 
 _CLIP = 4.0
 # The neighbours' spread leaves out run-to-run noise and the query's own base-time noise, so a
@@ -89,6 +91,12 @@ class SimilarityModel(ProjectionModel):
     needs = frozenset({NEEDS_SIGNATURES})
     # the weights are part of what the model computes: other weights, another version
     version = f"{__version__}+weights{WEIGHTS_VERSION}"
+    options = (
+        Option("k", int, 5, "nearest references that vote on each node", low=1),
+        Option("shrink", float, 0.1, "weight of the node's median ratio against the neighbours'", low=0.0, high=1.0),
+        Option("relevance_power", float, 2.0, "exponent of the learnt feature relevance (0: priors only)", low=0.0),
+        Option("z_interval", float, _Z_INTERVAL, "interval half-width in neighbours' standard deviations", low=0.0),
+    )
 
     def __init__(self, k: int = 5, shrink: float = 0.1, relevance_power: float = 2.0,
                  weights: Mapping[str, float] | None = None, z_interval: float = _Z_INTERVAL):
@@ -246,7 +254,7 @@ class SimilarityModel(ProjectionModel):
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
         if not self._fitted:
-            raise RuntimeError("fit the model before predicting")
+            raise NotFittedError(self.name)
         d = self.distances(query)
         order = np.argsort(np.where(np.isnan(d), np.inf, d), kind="stable")
         dist = d[order]

@@ -29,7 +29,7 @@ from registry.models.corredor.estimate import NodeTpi, project
 from registry.models.corredor.index import Comparison, Phase, Profile, Stream
 from registry.models.corredor.select import PhaseMatch, SelectionRules, match_phase
 from registry.models.corredor.zones import Zones, load_zones
-from registry.models.base import NEEDS_STREAMS, NodePrediction, ProjectionModel, Query, ReferenceSet
+from registry.models.base import NEEDS_STREAMS, NodePrediction, NotFittedError, ProjectionModel, Query, ReferenceSet
 
 __all__ = ["CorredorModel", "Phase", "PhasesQuery", "Profile", "SelectionRules", "Stream", "Zones",
            "load_zones", "match_phase"]
@@ -98,7 +98,7 @@ class CorredorModel(ProjectionModel):
 
     def match(self, phases: Sequence[Phase]) -> list[PhaseMatch]:
         if self.base_node is None or self.zones is None:
-            raise UserError("the corredor model is not fitted")
+            raise NotFittedError(self.name)
         return [match_phase(ph, self.profiles, self.zones, self.rules) for ph in phases]
 
     def predict_phases(self, phases: Sequence[Phase], nodes: Sequence[str],
@@ -125,6 +125,8 @@ class CorredorModel(ProjectionModel):
         return preds
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        if self.base_node is None or self.zones is None:
+            raise NotFittedError(self.name)
         phases = getattr(query, "phases", ())
         if not phases:
             raise UserError(f"{query.name}: the corredor model needs phases with stream descriptors "
