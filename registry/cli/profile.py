@@ -71,7 +71,7 @@ def _watch_host(watch: load.Watch, strict: bool, console_) -> None:
 def profile(
     ctx: typer.Context,
     node: str = typer.Argument(..., help="Node name to store the profile under (created if new)."),
-    quick: bool = typer.Option(False, "--quick", help="Small sweep (1-2 minutes): every cache level, "
+    quick: bool = typer.Option(False, "--quick", help="Small sweep (about 80 s on an idle 2-core VM): every cache level, "
                                                       "bandwidth, latency and FP peak."),
     full: bool = typer.Option(False, "--full", help="Everything: denser sizes, every stride, both placements."),
     cpus: str = typer.Option(None, "--cpus", help="Profile the node made of these CPUs only (e.g. 0 or 0-3); "
