@@ -190,3 +190,28 @@ def test_configs_are_explained_in_words_and_the_base_time_is_named(cli, traced):
     cli("runs", "add", "app", "b", "--threads", "2", "--time", "31")
     assert "base time 30 s (median of the traced run, 21 s, and measured runs)" in \
         cli("match", traced, "--no-store").out
+
+
+def test_a_window_length_is_not_plotted_as_a_rate():
+    import pandas as pd
+
+    from registry.report.trace import metric_groups
+
+    panels, _ = metric_groups(pd.DataFrame({"wss_window_s": [0.5, 1.0], "rd_sec/s": [1.0, 2.0]}))
+    assert ("Durations", "seconds", ["wss_window_s"]) in panels
+    assert ("Rates", "per second", ["rd_sec/s"]) in panels
+
+
+def test_size_ticks_fit_a_narrow_panel():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from registry.report.charts import TICK_LABEL_IN, bytes_axis
+
+    fig = Figure(figsize=(3, 3))
+    ax = fig.add_subplot()
+    bytes_axis(ax, [2.0**k for k in range(10, 30)])
+    width_in = ax.get_position().width * fig.get_figwidth()
+    assert len(ax.get_xticks()) <= width_in / TICK_LABEL_IN + 1

@@ -134,8 +134,8 @@ def thesis_figure(prof: NodeProfile):
     for ax in axes[len(data):]:
         ax.set_visible(False)
     t = counts[-1]
-    fig.suptitle(f"Thesis kernels: time per iteration at the smallest stride, {t} thread{'s' if t > 1 else ''} "
-                 "(grey: the other kernels)", fontsize=11, fontweight="bold", x=0.01, ha="left")
+    fig.suptitle(f"Thesis kernels: time per iteration at the smallest stride, {t} thread{'s' if t > 1 else ''}"
+                 "\n(grey: the other kernels)", fontsize=11, fontweight="bold", x=0.01, ha="left")
     fig.supxlabel("working set, all threads (bytes, log scale)", fontsize=10)
     fig.supylabel("time per iteration (µs)" + (", log scale" if log else ""), fontsize=10)
     return fig
