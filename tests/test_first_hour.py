@@ -215,3 +215,25 @@ def test_size_ticks_fit_a_narrow_panel():
     bytes_axis(ax, [2.0**k for k in range(10, 30)])
     width_in = ax.get_position().width * fig.get_figwidth()
     assert len(ax.get_xticks()) <= width_in / TICK_LABEL_IN + 1
+
+
+def test_one_memory_bandwidth_in_nodes_roofline_and_report(cli, db_url):
+    from test_report_fixtures import build_registry
+
+    from registry.report import curves
+    from registry.report.load import node_profile
+    from registry.report.node import facts, roofline_lines
+
+    build_registry(db_url, with_trace=False)
+    listed = {n["name"]: n["memory_triad_gbs"] for n in json.loads(cli("nodes", "--json").out)}
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        for name, quoted in listed.items():
+            prof = node_profile(conn, name)
+            memory = curves.memory_bandwidth(prof)
+            assert memory.value == pytest.approx(quoted), name
+            assert memory.threads == prof.rows["threads"].max()
+            lines, _ = roofline_lines(prof)
+            assert f"memory: {quoted:.3g} GB/s" in [ln.label for ln in lines], name
+            assert ("memory bandwidth", f"{quoted:.3g} GB/s ({memory.describe()})") in facts(prof)
+    reg.close()

@@ -41,13 +41,17 @@ JOIN ub_configs c      ON c.config_id = r.config_id
 JOIN microbenchmarks u ON u.ub_id = c.ub_id
 WHERE p.profile_id = (SELECT max(p2.profile_id) FROM profiles p2 WHERE p2.node_id = p.node_id)
 ;
--- unchanged (recreated because it reads v_profile)
+-- memory_triad_gbs is the node's memory bandwidth by one definition, the one the node report and its
+-- roofline quote (registry/report/curves.py memory_bandwidth): triad at the most threads measured and
+-- its largest working set there, the better store kind (it mixed thread counts before).
 CREATE VIEW v_nodes AS
 SELECT n.name, n.cpu_model, n.n_cpus, n.cores, n.sockets, n.memory_bytes, n.cpu_list, n.host, n.source,
        (SELECT count(*) FROM profiles p WHERE p.node_id = n.node_id)                     AS profiles,
        (SELECT max(p.started_at) FROM profiles p WHERE p.node_id = n.node_id)            AS last_profiled,
        (SELECT max(v.bandwidth_gbs) FROM v_profile v WHERE v.node = n.name AND v.ub = 'triad'
-          AND v.ws_bytes = (SELECT max(w.ws_bytes) FROM v_profile w WHERE w.node = n.name AND w.ub = 'triad'))
+          AND v.threads = (SELECT max(t.threads) FROM v_profile t WHERE t.node = n.name AND t.ub = 'triad')
+          AND v.ws_bytes = (SELECT max(w.ws_bytes) FROM v_profile w
+                            WHERE w.node = n.name AND w.ub = 'triad' AND w.threads = v.threads))
                                                                                          AS memory_triad_gbs,
        (SELECT max(v.gflops) FROM v_profile v WHERE v.node = n.name AND v.ub = 'peak_fma')   AS best_fp64_gflops,
        (SELECT count(*) FROM runs r WHERE r.node_id = n.node_id)                         AS measured_runs
