@@ -11,3 +11,12 @@ fi
 NODE=${1:-$(hostname)}
 "$VENV/bin/nodereg" profile "$NODE" --quick
 "$VENV/bin/nodereg" nodes
+cat <<NEXT
+
+Next: put nodereg on your PATH and look around (README.md, "A short tour"):
+    source $VENV/bin/activate
+    nodereg nodes show "$NODE"
+    nodereg report node "$NODE" --out node.html
+    nodereg trace --name myapp --out myapp.json -- ./myapp args && nodereg match myapp.json
+Many unstable configurations above? The host was busy: re-run \`nodereg profile "$NODE" --wait-idle 600\`.
+NEXT

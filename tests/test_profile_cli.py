@@ -143,7 +143,7 @@ def _alive(pid: int) -> bool:
 
 
 @both_backends
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_interrupted_profile_leaves_nothing(db_url, binary, sig):
     env = dict(os.environ, NODEREG_DB=db_url)
     proc = subprocess.Popen([sys.executable, "-m", "registry", "profile", "victim", "--quick"], env=env,
@@ -157,8 +157,10 @@ def test_interrupted_profile_leaves_nothing(db_url, binary, sig):
     assert proc.poll() is None, "the profile finished before it could be interrupted"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), err
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}.get(sig, -signal.SIGKILL), err
     assert "Traceback" not in err
+    if sig != signal.SIGKILL:   # it says what happened, like `trace` does
+        assert "nothing was stored" in err.splitlines()[-1], err
     deadline = time.monotonic() + 10
     while _alive(driver) and time.monotonic() < deadline:
         time.sleep(0.05)

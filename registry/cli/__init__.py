@@ -1,35 +1,88 @@
-"""Command-line front door: `nodereg`. Every failure ends as one line on stderr and a non-zero exit."""
+"""Command-line front door: `nodereg`. Every failure ends as one line on stderr and a non-zero exit.
+
+typer's standalone mode would print usage errors as a box of several lines and exit 1 on a broken
+pipe, so the command tree is run here in click's non-standalone way and each outcome is reported by
+the project's own convention: usage errors as one `error:` line with exit 2 (as click's), a closed
+stdout (`nodereg sql ... | head`) as a quiet exit 0, interrupts as `error: interrupted` with 130.
+"""
 
 import os
 import sys
 
+import typer
 from rich.text import Text
 
 # commands register on import
 from registry.cli import (  # noqa: F401
-    admin, bundle, evaluate, fleet, match, models, nodes, profile, report, trace)
+    admin, bundle, evaluate, fleet, match, models, nodes, profile, records, report, trace)
 from registry.cli.app import app
+from registry.cli.argv import hoist_global_options, plain_flags
 from registry.cli.output import err_console
 from registry.db import db_error, is_driver_error
 from registry.errors import UserError
+
+try:  # typer >= 0.26 carries its own copy of click
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer on click
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 __all__ = ["app", "main"]
 
 
 def _fail(message: str, code: int) -> None:
-    err_console.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
+    err_console.print(Text("error: ", style="bold red") + Text(" ".join(message.split())), soft_wrap=True)
     sys.exit(code)
+
+
+def _usage_error(exc: UsageError) -> None:
+    """One line: click's message and where to read the usage. Without arguments, the help itself
+    (typer's rich help has printed itself already when the exception was made)."""
+    if isinstance(exc, NoArgsIsHelpError):
+        err_console.print(exc.format_message(), end="")
+        sys.exit(exc.exit_code)
+    ctx = exc.ctx
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    message = exc.format_message().rstrip(".")
+    _fail(message[:1].lower() + message[1:] + hint, exc.exit_code)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: point stdout at /dev/null so that the flush at interpreter
+    shutdown does not raise a second BrokenPipeError (Python's documented recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _run(args: list[str]) -> int:
+    command = typer.main.get_command(app)
+    plain_flags(command)
+    with command.make_context(_prog_name(), args) as ctx:
+        command.invoke(ctx)
+    return 0
+
+
+def _prog_name() -> str:
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "nodereg"
+    return "nodereg" if name in ("__main__.py", "-c", "") else name
 
 
 def main() -> None:
     try:
-        app()  # standalone: typer itself reports usage errors (exit 2) and exits
-    except KeyboardInterrupt:
+        code = _run(hoist_global_options(sys.argv[1:]))
+        sys.stdout.flush()
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except UsageError as exc:
+        _usage_error(exc)
+    except ClickException as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         _fail("interrupted", 130)
     except UserError as exc:
         _fail(str(exc), exc.exit_code)
     except BrokenPipeError:
-        sys.exit(0)
+        _quiet_stdout()
+        code = 0
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("NODEREG_DEBUG"):
             raise
@@ -37,3 +90,4 @@ def main() -> None:
             _fail(str(db_error(exc)), 1)
         _fail(f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
               "set NODEREG_DEBUG=1 to see the traceback", 70)
+    sys.exit(code)

@@ -1,10 +1,12 @@
 """The typer application and the state every command shares (which registry, how long to wait)."""
 
+import sys
 from dataclasses import dataclass, field
 
 import typer
 
 from registry.db import Registry, open_registry
+from registry.errors import UserError
 
 app = typer.Typer(
     name="nodereg",
@@ -43,6 +45,39 @@ def model_options_flag():
                         help="Set a model option (repeatable); `nodereg models NAME` lists them.")
 
 
+def confirm(yes: bool, question: str, refusal: str) -> None:
+    """Go on only with --yes or a 'yes' typed at a terminal."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UserError(f"{refusal} without confirmation: pass --yes")
+    if not typer.confirm(question):
+        raise UserError("not removed")
+
+
+def remove_confirmed(ctx: typer.Context, yes: bool, find, remove, question: str, refusal: str) -> dict:
+    """Look the thing up (`find(conn)`: its id, or a UserError), ask (see `confirm`), then
+    `remove(conn, id)` in one transaction; returns what `remove` returns (rows per table)."""
+    reg = state(ctx).registry()
+    with reg.connect() as conn:
+        find(conn)
+    confirm(yes, question, refusal)
+    with reg.begin() as conn:
+        return remove(conn, find(conn))
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("nodereg")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = "unknown (not installed)"
+        typer.echo(f"nodereg {number}")
+        raise typer.Exit()
+
+
 def state(ctx: typer.Context) -> State:
     return ctx.ensure_object(State)
 
@@ -53,7 +88,10 @@ def _global_options(
     db: str = typer.Option(None, "--db", envvar="NODEREG_DB", show_envvar=True,
                            help="Registry URL (SQLAlchemy): duckdb:///file.duckdb or postgresql://... "
                                 "Default: a DuckDB file in your data directory."),
-    wait: float = typer.Option(0.0, "--wait", min=0, help="Seconds to wait for a registry another process is writing."),
+    wait: float = typer.Option(0.0, "--wait", min=0, help="Seconds to wait for a registry another process is "
+                                                          "writing (also accepted after the command)."),
+    _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                  help="Print the version and exit."),
 ) -> None:
     ctx.obj = State(db_url=db, wait_s=wait)
     ctx.call_on_close(ctx.obj.close)

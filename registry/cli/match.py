@@ -22,7 +22,9 @@ def match(
     no_store: bool = typer.Option(False, "--no-store", help="Only show the predictions; store nothing."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
+    from registry.match import caveats as caveats_mod
     from registry.match.project import load_inputs, model_identity, project
+    from registry.match.references import config_in_words
     from registry.match.scaled import project_scaled
     from registry.match.stored import inputs_digest, latest_digest, store_predictions
     from registry.trace.lookup import find_trace
@@ -38,26 +40,28 @@ def match(
     with _reader(st).connect() as conn:
         found = find_trace(conn, trace)
         inputs = load_inputs(conn, found, base=base, nodes=targets)
+        caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already
     st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
     scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
     result = project_scaled(inputs, model, options) if scaling else project(inputs, model=model, options=options)
+    caveats_mod.apply(result, caveats, inputs.base)
     if digest is not None:
         st.registry().write(lambda conn: store_predictions(conn, inputs, result, digest))
     if top:
         result.nodes = result.nodes[:top]
     if as_json:
-        print_json(result.to_dict(explain=explain))
+        print_json({**result.to_dict(explain=explain), "caveats": [c.to_dict() for c in caveats]})
         return
     rows = [{"rank": n.rank, "node": n.node, "predicted_s": n.predicted_s,
              "interval_s": f"{n.low_s:.3g} - {n.high_s:.3g}", "speedup": n.speedup, "threads": n.threads}
             for n in result.nodes]
-    print_table(rows, title=f"{result.app} traced on {result.base} ({result.base_time_s:.3g} s), "
+    print_table(rows, title=f"{result.app} on {result.base}: {_base_time(inputs)}, "
                             f"model {result.model}, coverage {result.coverage:.0%}")
     for phase in result.phases:
-        reason = ", ".join(f"{m['config']} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
+        reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else "")
         console.print(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}; nearest: {reason}")
         if explain:
@@ -65,6 +69,14 @@ def match(
                           "threads": phase.threads.get(n)} for n, p in phase.predictions.items()])
     for w in result.warnings:
         err_console.print(f"warning: {w}")
+
+
+def _base_time(inputs) -> str:
+    """Which base time the projection starts from: the traced run's, or the median with the runs."""
+    traced, used = float(inputs.found.trace.wall_s), inputs.base_time_s
+    same = len(inputs.runs) == 0 or abs(used - traced) < 1e-9 * max(1.0, traced)
+    return (f"traced run {traced:.3g} s" if same else
+            f"base time {used:.3g} s (median of the traced run, {traced:.3g} s, and measured runs)")
 
 
 def _reader(st):

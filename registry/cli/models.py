@@ -57,7 +57,7 @@ def _show_model(plugins, name: str, as_json: bool) -> None:
                 title="options (--option KEY=VALUE)")
 
 
-runs_app = typer.Typer(help="Measured runs: add one, list them.", no_args_is_help=True)
+runs_app = typer.Typer(help="Measured runs: add, list, remove.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
 
@@ -69,10 +69,17 @@ def runs_add(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="AP
     """Record one measured run of APP on NODE."""
     from registry.runs import add_run
 
+    from registry.apps import find_app_id
+    from registry.nodes import find_node_id
+
     reg = state(ctx).registry()
     with reg.begin() as conn:
+        new = [f"{noun} {name!r}" for noun, name, find in (("app", app_name, find_app_id), ("node", node, find_node_id))
+               if find(conn, name) is None]
         uid = add_run(conn, app_name, node, threads, time_s, source="cli")
     console.print(f"run {uid}: {app_name} on {node}, {threads} threads, {time_s:g} s")
+    if new:  # a typo should not pass unnoticed (see docs/first-hour.md)
+        err_console.print(f"note: created {' and '.join(new)} (new names; `nodereg runs rm {uid} --yes` undoes this run)")
 
 
 @runs_app.command("list")
@@ -87,7 +94,7 @@ def runs_list(ctx: typer.Context, app_name: str = typer.Option(None, "--app", he
     if as_json:
         print_json(rows)
     else:
-        print_table(rows, ["app", "node", "threads", "time_s", "source", "created_at"], empty="no runs")
+        print_table(rows, ["app", "node", "threads", "time_s", "source", "created_at", "uid"], empty="no runs")
 
 
 @import_app.command("runs")

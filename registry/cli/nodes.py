@@ -1,14 +1,12 @@
 """`nodereg nodes`: list, show and remove nodes."""
 
 import json
-import sys
 
 import sqlalchemy as sa
 import typer
 
-from registry.cli.app import app, state
+from registry.cli.app import app, remove_confirmed, state
 from registry.cli.output import console, print_json, print_table
-from registry.errors import UserError
 from registry.nodes import remove_node, require_node_id
 
 nodes_app = typer.Typer(help="List, show and remove nodes.", invoke_without_command=True)
@@ -86,15 +84,7 @@ def show(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
 def rm(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
     """Remove a node and everything measured on it (profiles, traces, runs, predictions)."""
-    reg = state(ctx).registry()
-    with reg.connect() as conn:
-        require_node_id(conn, name)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise UserError(f"refusing to remove node {name!r} without confirmation: pass --yes")
-        if not typer.confirm(f"Remove node {name!r} and everything measured on it?"):
-            raise UserError("not removed")
-    with reg.begin() as conn:
-        counts = remove_node(conn, require_node_id(conn, name))
+    counts = remove_confirmed(ctx, yes, lambda conn: require_node_id(conn, name), remove_node,
+                              f"Remove node {name!r} and everything measured on it?", f"refusing to remove node {name!r}")
     detail = ", ".join(f"{n} {t}" for t, n in counts.items() if n and t != "nodes")
     console.print(f"removed node {name}" + (f" ({detail})" if detail else ""))

@@ -9,8 +9,11 @@ from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColum
 
 from registry import cpulist
 from registry.cli.app import app, state
+from registry.cli.interrupts import interrupts_reported
 from registry.cli.output import console, err_console, print_json, print_table, text_column
 from registry.errors import UserError
+from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
+from registry.measure import load
 
 
 def _threads(text: str | None) -> list[int] | None:
@@ -39,11 +42,36 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
         print_table(compute, ["kernel", *[f"{t} thr" for t in cols]], title="compute (G ops/s)")
 
 
+def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
+    """Look at the host before measuring: wait for it (--wait-idle), refuse (--strict) or warn."""
+    seen = load.wait_until_idle(wait_idle) if wait_idle else load.sample()
+    why = seen.busy()
+    if why and strict:
+        raise UserError(f"the host is busy: {why}; refusing to profile (--strict)"
+                        + (f" after waiting {wait_idle:g} s" if wait_idle else ""))
+    if why:
+        err_console.print(f"warning: the host is busy: {why}. Bandwidth and latency measured now will be low "
+                          f"and unstable; the load is stored with the profile and `nodereg match` flags it. "
+                          f"--wait-idle SECONDS waits for an idle host, --strict refuses", style="yellow")
+    return seen
+
+
+def _watch_host(watch: load.Watch, strict: bool, console_) -> None:
+    """Between configurations: note new load; with --strict stop (nothing is stored)."""
+    now = watch.check()
+    why = now.busy() if now else None
+    if why and strict:
+        raise UserError(f"the host became busy while profiling: {why}; nothing was stored (--strict)")
+    if why and not watch.warned:
+        watch.warned = True
+        console_.print(f"warning: the host became busy while profiling: {why}", style="yellow")
+
+
 @app.command()
 def profile(
     ctx: typer.Context,
     node: str = typer.Argument(..., help="Node name to store the profile under (created if new)."),
-    quick: bool = typer.Option(False, "--quick", help="Small sweep (under a minute): every cache level, "
+    quick: bool = typer.Option(False, "--quick", help="Small sweep (about 80 s on an idle 2-core VM): every cache level, "
                                                       "bandwidth, latency and FP peak."),
     full: bool = typer.Option(False, "--full", help="Everything: denser sizes, every stride, both placements."),
     cpus: str = typer.Option(None, "--cpus", help="Profile the node made of these CPUs only (e.g. 0 or 0-3); "
@@ -59,10 +87,18 @@ def profile(
     host: str = typer.Option(None, "--host", help="Record the profile as measured on this host (default: "
                                                   "this machine's hostname; `nodereg fleet` passes the "
                                                   "Slurm node name)."),
+    wait_idle: float = typer.Option(None, "--wait-idle", min=0, metavar="SECONDS",
+                                    help="When the host is busy (other processes, another nodereg measurement), "
+                                         "wait up to this long for it to become idle."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse to measure (or to store) on a busy host; "
+                                                        "by default a warning is printed and the load is stored."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Measure this node's microbenchmark profile and store it with the node's inventory."""
+    """Measure this node's microbenchmark profile and store it with the node's inventory.
+
+    Ctrl-C or SIGTERM stop it with nothing stored (exit 130 or 143)."""
     # imported here, as the other commands' start-up does not need the profiler
+    from registry.microbench.driver import driver_binary
     from registry.profile import cachegrind_pass, catalog, profiler, signatures
     from registry.profile.runner import estimate_s
     from registry.profile.summary import summarize
@@ -87,17 +123,24 @@ def profile(
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
                text_column("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), text_column("ETA"),
                TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=True) as progress:
-        task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs) + len(signed) * (2 if cachegrind else 1))
-        done = 0
+    with interrupts_reported(f"the profile of {node} was not finished: nothing was stored"):
+        driver_binary()   # built (or found in the cache) first: a build error comes before any load warning
+        seen = _check_host(wait_idle, strict)
+        watch = load.Watch()
+        with Progress(*columns, console=err_console, transient=True) as progress:
+            task = progress.add_task(f"profiling {node}", total=total, done=0,
+                                     count=len(configs) + len(signed) * (2 if cachegrind else 1))
+            done = 0
 
-        def advance(config, weight):
-            nonlocal done
-            done += 1
-            progress.update(task, advance=weight, done=done, description=f"{config.ub.name} x{config.threads}")
+            def advance(config, weight):
+                nonlocal done
+                done += 1
+                progress.update(task, advance=weight, done=done, description=f"{config.ub.name} x{config.threads}")
+                _watch_host(watch, strict, progress.console)
 
-        record = profiler.measure(opts, prep, advance)
-    profiler.save(state(ctx).registry(), record)
+            record = profiler.measure(opts, prep, advance)
+        record.host_load = seen.merge(watch.seen).to_dict()
+        profiler.save(state(ctx).registry(), record)
 
     unstable = sum(m.unstable for m in record.measurements)
     summary = {"node": node, "profile_uid": record.uid, "mode": record.mode, "cpu_list": prep.inventory.cpu_list,
@@ -109,3 +152,7 @@ def profile(
     _print_summary(summary, prep.plan.threads)
     console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
                   f"{len(record.measurements)} configurations, {unstable} unstable, {record.duration_s:.1f} s")
+    if unstable > len(record.measurements) * UNSTABLE_ADVICE:
+        err_console.print(f"note: {unstable} configurations kept varying between repetitions (README: unstable); "
+                          f"on a busy or frequency-scaling host re-run `nodereg profile {node} --wait-idle 600`; "
+                          "`nodereg match` widens its intervals for this node meanwhile")

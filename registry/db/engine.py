@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from registry.db import migrate as _migrate
-from registry.db.url import duckdb_path, mask, resolve_url
+from registry.db.url import default_url, duckdb_path, mask, resolve_url
 from registry.errors import RegistryLocked, StorageError, UserError
 
 _LOCK = re.compile(r"Conflicting lock is held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
@@ -82,10 +82,7 @@ def _open(url: sa.URL, *, readonly: bool, migrate: bool) -> Registry:
     if path is not None:
         if path.exists() and path.is_dir():
             raise UserError(f"registry path {path} is a directory, not a DuckDB file")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"cannot create the registry directory {path.parent}: {exc.strerror}") from None
+        _make_parent(path)
     if readonly and (path is None or path.exists()):
         # make sure a schema exists before opening read-only (a brand-new registry is empty)
         eng = _engine(url, readonly=True)
@@ -112,6 +109,20 @@ def _open(url: sa.URL, *, readonly: bool, migrate: bool) -> Registry:
         eng.dispose()
         return Registry(_engine(url, readonly=True), url, readonly=True)
     return Registry(eng, url, readonly=False)
+
+
+def _make_parent(path) -> None:
+    """Only the default registry's directory is created: a directory missing from a URL given by
+    hand is more likely a typo than a wish (`duckdb:///nonexistent_dir/x.duckdb`)."""
+    if path.parent.is_dir():
+        return
+    if path != duckdb_path(resolve_url(default_url())):
+        raise UserError(f"cannot create registry {path}: directory {path.parent} does not exist "
+                        "(create it first, or check the --db URL)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the registry directory {path.parent}: {exc.strerror}") from None
 
 
 def _probe_version(eng: sa.Engine, url: sa.URL) -> int:

@@ -15,6 +15,7 @@ both the per-core speed and the parallelism at once.
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,6 +106,30 @@ def _family_key(ub: str, family: str, ws_level: int, params_json: str | None) ->
         nt = family == "bandwidth" and bool(json.loads(params_json or "{}").get("nt"))
         return f"{ub}|{'memory' if ws_level == 0 else f'L{ws_level}'}{'|nt' if nt else ''}"
     return f"{ub}|{params_json or '{}'}"
+
+
+_ACCESS = {"C": "shared", "P": "private"}
+
+
+def config_in_words(key: str) -> str:
+    """A reference key of `_family_key` for people: 'triad from memory, non-temporal stores',
+    'mbw1c: 1 stream of 67108864 f64, stride 8 B, shared, seq' (the key itself is JSON)."""
+    ub, _, rest = key.partition("|")
+    level, _, nt = rest.partition("|")
+    if level == "memory" or re.fullmatch(r"L\d+", level):
+        where = "from memory" if level == "memory" else f"in {level}"
+        return f"{ub} {where}" + (", non-temporal stores" if nt else "")
+    try:
+        params = json.loads(rest or "{}")
+    except ValueError:
+        return key
+    if not isinstance(params, dict):
+        return key
+    streams = params.pop("streams", None) or []
+    parts = [f"{len(streams)} stream{'s' if len(streams) != 1 else ''}: " + "; ".join(
+        f"{s[0]} {s[2]}, stride {s[1]} B, {_ACCESS.get(s[3], s[3])}, {s[4]}" for s in streams)] if streams else []
+    parts += [f"{k} {v}" for k, v in params.items()]
+    return f"{ub}: {', '.join(parts)}" if parts else ub
 
 
 def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -46,6 +46,7 @@ class ProfileRecord:
     cflags: str | None
     uid: str = ""
     signatures: dict[str, dict] = field(default_factory=dict)  # config key -> {source: {metric: value}}
+    host_load: dict | None = None   # what else the host was doing (registry.measure.load.HostLoad.to_dict)
 
     def __post_init__(self):
         self.uid = self.uid or new_uid()
@@ -134,7 +135,8 @@ def store_profile(conn: sa.Connection, record: ProfileRecord) -> int:
         "uid": record.uid, "node_id": node_id, "mode": record.mode, "started_at": record.started_at,
         "finished_at": record.finished_at, "duration_s": record.duration_s, "tool_version": record.tool_version,
         "compiler": record.compiler, "cflags": record.cflags, "host": inv.hostname,
-        "cpu_list": inv.cpu_list, "status": "complete"}, "profile_id")
+        "cpu_list": inv.cpu_list, "status": "complete",
+        "host_load_json": json.dumps(record.host_load, sort_keys=True) if record.host_load else None}, "profile_id")
     run_ids = allocate_ids(conn, "profile_runs_id_seq", len(ms))
     runs, reps, sigs = [], [], []
     for run_id, m in zip(run_ids, ms):

@@ -94,14 +94,20 @@ def fmt_num(x: float) -> str:
     return f"{x:.3g}"
 
 
+TICK_LABEL_IN = 0.6   # width of a label like "128 KiB" at the default font size, inches, with a gap
+
+
 def bytes_axis(ax, values: Iterable[float], label: str = "working set", max_ticks: int = 8) -> None:
-    """A log2 x axis for sizes, ticked at powers of two (about `max_ticks`), labelled in KiB/MiB/GiB."""
+    """A log2 x axis for sizes, ticked at powers of two (about `max_ticks`, fewer where the axes are
+    too narrow for that many labels side by side), labelled in KiB/MiB/GiB."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
     vals = [v for v in values if v and v > 0]
     ax.set_xscale("log", base=2)
     ax.set_xlabel(f"{label} (bytes, log scale)")
     if not vals:
         return
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    max_ticks = max(2, min(max_ticks, int(width_in / TICK_LABEL_IN)))
     lo, hi = math.floor(math.log2(min(vals))), math.ceil(math.log2(max(vals)))
     step = max(1, math.ceil((hi - lo) / max_ticks))
     ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(lo, hi + 1, step)]))

@@ -84,10 +84,12 @@ def roofline_panel(profiles, colors, kernel: str) -> Panel | None:
     for p in profiles:
         peak = curves.fp_peak(p)
         _, levels = curves.bandwidth_ceilings(p, kernel)
-        memory = next((lv for lv in levels if lv.label == "memory"), None)
+        memory = next((lv.value for lv in levels if lv.label == "memory"), None)
+        if kernel == curves.REFERENCE_KERNEL and memory is not None:   # the node's memory bandwidth, as everywhere
+            memory = curves.memory_bandwidth(p).value
         if peak and memory:
-            lines.append(charts.RoofLine(f"{p.name}: {memory.value:.3g} GB/s, {peak.value:.3g} GFLOP/s",
-                                         colors[p.name], memory.value, peak.value))
+            lines.append(charts.RoofLine(f"{p.name}: {memory:.3g} GB/s, {peak.value:.3g} GFLOP/s",
+                                         colors[p.name], memory, peak.value))
     if not lines:
         return None
 

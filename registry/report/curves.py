@@ -184,6 +184,33 @@ def fp_peak(prof: NodeProfile) -> Peak | None:
     return next((p for p in peaks if p.kernel == FP_PEAK_KERNEL), peaks[0] if peaks else None)
 
 
+@dataclass
+class MemoryBandwidth:
+    value: float
+    kernel: str
+    threads: int
+    ws_bytes: float
+    store_kind: str | None
+
+    def describe(self) -> str:
+        stores = f", {self.store_kind} stores" if self.store_kind else ""
+        return f"{self.kernel}, {self.threads} thread{'s' if self.threads != 1 else ''}, largest working set{stores}"
+
+
+def memory_bandwidth(prof: NodeProfile) -> MemoryBandwidth | None:
+    """The node's memory bandwidth, one definition wherever it is quoted (`nodereg nodes`, i.e.
+    v_nodes.memory_triad_gbs, the roofline's memory slope, the node report's facts): STREAM triad
+    at the most threads measured and its largest working set, the better of the two store kinds."""
+    rows = prof.rows[(prof.rows["ub"] == REFERENCE_KERNEL) & prof.rows["bandwidth_gbs"].notna()]
+    if rows.empty:
+        return None
+    rows = rows[rows["threads"] == rows["threads"].max()]
+    rows = rows[rows["ws_bytes"] == rows["ws_bytes"].max()]
+    best = rows.loc[rows["bandwidth_gbs"].idxmax()]
+    return MemoryBandwidth(float(best["bandwidth_gbs"]), REFERENCE_KERNEL, int(best["threads"]),
+                           float(best["ws_bytes"]), best.get("store_kind"))
+
+
 def bandwidth_ceilings(prof: NodeProfile, kernel: str = REFERENCE_KERNEL) -> tuple[int | None, list[Level]]:
     """Bandwidth per memory level at the profile's largest thread count (the roofline's slopes).
 

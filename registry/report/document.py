@@ -93,8 +93,9 @@ def write_report(report: Report, path: Path | str) -> Written:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    if not path.parent.is_dir():  # a typo in --out should not create directories
+        raise UserError(f"cannot write {path}: directory {path.parent} does not exist")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror}") from None

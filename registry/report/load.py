@@ -26,7 +26,7 @@ from registry.nodes import require_node_id
 
 _PROFILE_SQL = """
 SELECT v.ub, v.family, v.config_key, v.threads, v.placement, v.ws_bytes, v.reps, v.median_s, v.cv,
-       v.tpi_us, v.bandwidth_gbs, v.gflops, v.latency_ns, v.unstable, v.profile_uid,
+       v.tpi_us, v.bandwidth_gbs, v.gflops, v.latency_ns, v.unstable, v.profile_uid, v.store_kind,
        s.stride_bytes, s.elem_bytes
 FROM v_profile v
 JOIN ub_configs c      ON c.config_key = v.config_key

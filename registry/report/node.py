@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import sqlalchemy as sa
 
@@ -88,6 +89,9 @@ def roofline_lines(prof: NodeProfile) -> tuple[list[charts.RoofLine], str]:
     threads, levels = curves.bandwidth_ceilings(prof)
     if peak is None or not levels:
         return [], ""
+    memory = curves.memory_bandwidth(prof)
+    if memory is not None and memory.threads == threads:   # the memory slope is the node's memory bandwidth
+        levels = [replace(lv, value=memory.value) if lv.label == "memory" else lv for lv in levels]
     lines = [charts.RoofLine(f"{lv.label}: {lv.value:.3g} GB/s", LEVEL_COLORS.get(lv.label, "#7f7f7f"),
                              lv.value, peak.value) for lv in levels]
     lines.append(charts.RoofLine(f"peak: {peak.value:.3g} GFLOP/s ({peak.kernel}, {peak.threads} thr)", "#222222",
@@ -135,8 +139,8 @@ def thesis_figure(prof: NodeProfile):
     for ax in axes[len(data):]:
         ax.set_visible(False)
     t = counts[-1]
-    fig.suptitle(f"Thesis kernels: time per iteration at the smallest stride, {t} thread{'s' if t > 1 else ''} "
-                 "(grey: the other kernels)", fontsize=11, fontweight="bold", x=0.01, ha="left")
+    fig.suptitle(f"Thesis kernels: time per iteration at the smallest stride, {t} thread{'s' if t > 1 else ''}"
+                 "\n(grey: the other kernels)", fontsize=11, fontweight="bold", x=0.01, ha="left")
     fig.supxlabel("working set, all threads (bytes, log scale)", fontsize=10)
     fig.supylabel("time per iteration (µs)" + (", log scale" if log else ""), fontsize=10)
     return fig
@@ -192,7 +196,8 @@ def level_table(prof: NodeProfile) -> Table | None:
     cols.append("latency (ns)")
     return Table("Per-level figures", cols, rows,
                  "Median over the working sets that sit inside each level (up to 3/4 of its capacity, beyond 1.5x "
-                 "the level below; memory: beyond 2x the last cache), best kernel for bandwidth.")
+                 "the level below; memory: beyond 2x the last cache), best kernel for bandwidth. The node's memory "
+                 "bandwidth, as `nodereg nodes` and the roofline quote it, is one kernel's: see the facts above.")
 
 
 def facts(prof: NodeProfile) -> list[tuple[str, str]]:
@@ -209,6 +214,9 @@ def facts(prof: NodeProfile) -> list[tuple[str, str]]:
                 + (f", {p['duration_s']:.0f} s)" if p.get("duration_s") else ")")))
     if p.get("compiler") or p.get("cflags"):
         out.append(("built with", " ".join(str(x) for x in (p.get("compiler"), p.get("cflags")) if x)))
+    memory = curves.memory_bandwidth(prof)
+    if memory is not None:   # the figure `nodereg nodes` and the roofline quote
+        out.append(("memory bandwidth", f"{memory.value:.3g} GB/s ({memory.describe()})"))
     out.append(("configs measured", f"{len(rows)} ({int(rows['unstable'].sum())} unstable, "
                                      f"kernels: {', '.join(curves.kernel_order(rows['ub'].unique()))})"))
     return out

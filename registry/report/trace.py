@@ -34,7 +34,8 @@ GROUPS = [
 UNIT_RULES = [(re.compile(r"^%|%$|_pct$"), "Percent", "%"),
               (re.compile(r"^kb|_kb$"), "Kilobytes", "KB"),
               (re.compile(r"_mb$"), "Megabytes", "MB"),
-              (re.compile(r"/s$|_per_s$|_s$|ps$"), "Rates", "per second")]
+              (re.compile(r"/s$|_per_s$|_[kmg]b_s$|ps$"), "Rates", "per second"),
+              (re.compile(r"_s$"), "Durations", "seconds")]   # wss_window_s: a window's length, not a rate
 MAX_PANELS, MAX_SERIES = 8, 6
 PHASE_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
                 "#9c755f", "#bab0ac")

@@ -29,7 +29,7 @@ def find_trace(conn: sa.Connection, text: str) -> FoundTrace:
             if uid else None
         return FoundTrace(trace, trace_id, uid if trace_id is not None else None)
     rows = conn.execute(sa.text("SELECT trace_id, uid FROM traces WHERE uid = :t"), {"t": text}).fetchall() or \
-        conn.execute(_by_prefix(text)).fetchall()
+        conn.execute(by_uid_prefix(text)).fetchall()
     if len(rows) > 1:
         raise UserError(f"trace id prefix {text!r} is ambiguous ({len(rows)} traces): give more characters")
     if not rows:
@@ -43,7 +43,7 @@ def find_trace(conn: sa.Connection, text: str) -> FoundTrace:
     return FoundTrace(store.load(conn, trace_id), trace_id, uid)
 
 
-def _by_prefix(prefix: str) -> sa.Select:
+def by_uid_prefix(prefix: str) -> sa.Select:
     """Traces whose uid starts with `prefix`, taken literally: SQLAlchemy escapes '%' and '_' (and its
     escape character) and writes a LIKE ... ESCAPE clause that DuckDB and PostgreSQL both read."""
     return sa.select(sa.column("trace_id"), sa.column("uid")).select_from(sa.table("traces")).where(

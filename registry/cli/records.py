@@ -1,0 +1,85 @@
+"""`nodereg traces`, `nodereg apps` and `nodereg runs rm`: list and remove single facts, so that a
+wrong trace or run can be taken back without SQL. Each removal is one transaction."""
+
+import sqlalchemy as sa
+import typer
+
+from registry.apps import require_app_id
+from registry.cli.app import app, confirm, remove_confirmed, state
+from registry.cli.models import runs_app
+from registry.cli.output import console, print_json, print_table
+from registry.removal import remove_app, remove_runs, remove_traces, trace_ids
+
+traces_app = typer.Typer(help="List and remove traces.", invoke_without_command=True)
+app.add_typer(traces_app, name="traces")
+apps_app = typer.Typer(help="List and remove applications.", invoke_without_command=True)
+app.add_typer(apps_app, name="apps")
+
+_YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+_JSON = typer.Option(False, "--json", help="Print JSON.")
+_TRACES_SQL = """
+SELECT t.uid, a.name AS app, n.name AS node, t.status, t.wall_s, t.started_at,
+       (SELECT count(*) FROM phases p WHERE p.trace_id = t.trace_id) AS phases
+FROM traces t JOIN apps a ON a.app_id = t.app_id JOIN nodes n ON n.node_id = t.node_id
+ORDER BY t.trace_id"""
+_APPS_SQL = """
+SELECT a.name, (SELECT count(*) FROM traces t WHERE t.app_id = a.app_id) AS traces,
+       (SELECT count(*) FROM runs r WHERE r.app_id = a.app_id) AS runs, a.created_at
+FROM apps a ORDER BY a.name"""
+
+
+def _list(ctx: typer.Context, sql: str, as_json: bool, empty: str) -> None:
+    with state(ctx).registry(readonly=True).connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(sa.text(sql))]
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(rows, empty=empty)
+
+
+def _said(counts: dict[str, int], skip: str) -> str:
+    detail = ", ".join(f"{n} {t}" for t, n in counts.items() if n and t != skip)
+    return f" ({detail})" if detail else ""
+
+
+@traces_app.callback()
+def list_traces(ctx: typer.Context, as_json: bool = _JSON) -> None:
+    """List the stored traces (with `rm`: remove some)."""
+    if ctx.invoked_subcommand is None:
+        _list(ctx, _TRACES_SQL, as_json, "no traces yet: run `nodereg trace --name APP -- CMD`")
+
+
+@traces_app.command("rm")
+def traces_rm(ctx: typer.Context, uids: list[str] = typer.Argument(..., metavar="UID...",
+                                                                   help="Trace uids (or unique prefixes)."),
+              yes: bool = _YES) -> None:
+    """Remove traces with their phases, samples, signatures and predictions."""
+    counts = remove_confirmed(ctx, yes, lambda conn: trace_ids(conn, uids), remove_traces,
+                              f"Remove {len(uids)} trace(s)?", f"refusing to remove {len(uids)} trace(s)")
+    console.print(f"removed {counts['traces']} trace(s)" + _said(counts, "traces"))
+
+
+@apps_app.callback()
+def list_apps(ctx: typer.Context, as_json: bool = _JSON) -> None:
+    """List the applications (with `rm`: remove one)."""
+    if ctx.invoked_subcommand is None:
+        _list(ctx, _APPS_SQL, as_json, "no applications yet")
+
+
+@apps_app.command("rm")
+def apps_rm(ctx: typer.Context, name: str = typer.Argument(..., help="Application name."), yes: bool = _YES) -> None:
+    """Remove an application with its traces, runs and predictions."""
+    counts = remove_confirmed(ctx, yes, lambda conn: require_app_id(conn, name), remove_app,
+                              f"Remove application {name!r} with its traces and runs?", f"refusing to remove app {name!r}")
+    console.print(f"removed app {name}" + _said(counts, "apps"))
+
+
+@runs_app.command("rm")
+def runs_rm(ctx: typer.Context, uids: list[str] = typer.Argument(..., metavar="UID...",
+                                                                 help="Run uids (`nodereg runs list` shows them)."),
+            yes: bool = _YES) -> None:
+    """Remove measured runs (all named, or none)."""
+    confirm(yes, f"Remove {len(uids)} run(s)?", f"refusing to remove {len(uids)} run(s)")
+    with state(ctx).registry().begin() as conn:
+        removed = remove_runs(conn, uids)
+    console.print(f"removed {removed} run(s)")

@@ -1,0 +1,239 @@
+"""The first hour of a new user (issue 22, docs/first-hour.md): command-line conventions, typos that
+must not create things, removing single facts, a busy host, and match's caveats."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import sqlalchemy as sa
+from conftest import assert_one_line_error
+
+from registry.cli.argv import hoist_global_options
+from registry.db import open_registry
+from registry.measure import load
+from registry.trace import store
+from registry_data import profile_at_speeds, three_phase_trace
+
+
+def _count(db_url: str, sql: str) -> int:
+    reg = open_registry(db_url, readonly=True)
+    try:
+        with reg.connect() as conn:
+            return conn.execute(sa.text(sql)).scalar_one()
+    finally:
+        reg.close()
+
+
+def test_usage_errors_are_one_line_with_exit_2(cli):
+    for args, fragment in ((("nodes", "--bogus"), "no such option: --bogus"),
+                           (("runs", "add"), "missing argument 'APP'"),
+                           (("nodes", "--json", "true"), "no such command 'true'")):
+        res = cli(*args)
+        assert_one_line_error(res, fragment, "--help`")
+        assert res.code == 2
+
+
+def test_version_and_flags_without_a_value_hint(cli):
+    res = cli("--version")
+    assert res.code == 0 and res.out.startswith("nodereg ")
+    shown = cli("nodes", "--help").out
+    assert "--json" in shown and "<bool>" not in shown
+
+
+def test_wait_and_db_are_accepted_after_the_subcommand(cli, db_url, tmp_path):
+    assert cli("nodes", "--wait", "1").code == 0
+    other = tmp_path / "other.duckdb"
+    assert cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", f"--db=duckdb:///{other}").code == 0
+    assert other.exists() and _count(db_url, "SELECT count(*) FROM runs") == 0
+
+
+def test_hoisting_leaves_another_programs_arguments_alone():
+    assert hoist_global_options(["trace", "--name", "x", "--wait", "3", "--", "./app", "--wait", "5"]) == \
+        ["--wait", "3", "trace", "--name", "x", "--", "./app", "--wait", "5"]
+    assert hoist_global_options(["--db", "u", "nodes"]) == ["--db", "u", "nodes"]
+
+
+def test_a_closed_pipe_is_a_quiet_exit_0(db_url):
+    proc = subprocess.Popen([sys.executable, "-m", "registry", "--db", db_url, "sql",
+                             "SELECT * FROM range(200000)", "--format", "csv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"range\n"
+    proc.stdout.close()            # what `| head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == ""
+
+
+def test_runs_add_says_what_it_created(cli, db_url):
+    res = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2")
+    assert res.code == 0
+    assert "created app 'foo' and node 'typo-node'" in res.err
+    again = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2")
+    assert again.code == 0 and "created" not in again.err
+
+
+def test_a_registry_in_a_missing_directory_is_not_created(cli, tmp_path):
+    missing = tmp_path / "nonexistent_dir"
+    assert_one_line_error(cli("--db", f"duckdb:///{missing}/x.duckdb", "nodes"), "does not exist")
+    assert not missing.exists()
+
+
+def test_report_out_in_a_missing_directory_is_refused(tmp_path):
+    from registry.errors import UserError
+    from registry.report.document import _write_atomic
+
+    with pytest.raises(UserError, match="does not exist"):
+        _write_atomic(tmp_path / "nonexistent" / "x.html", b"x")
+    assert not (tmp_path / "nonexistent").exists()
+
+
+@pytest.fixture
+def traced(db_url):
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        _, uid = store.save(conn, three_phase_trace())
+    reg.close()
+    return uid
+
+
+def test_traces_apps_and_runs_are_listed_and_removed(cli, db_url, traced):
+    listed = json.loads(cli("traces", "--json").out)
+    assert [t["uid"] for t in listed] == [traced]
+    assert_one_line_error(cli("traces", "rm", traced[:8]), "pass --yes")      # no terminal: no silent removal
+    assert_one_line_error(cli("traces", "rm", "nope", "--yes"), "no trace with uid 'nope'")
+    assert _count(db_url, "SELECT count(*) FROM traces") == 1
+    assert cli("match", traced).code == 0                                       # predictions refer to it
+    res = cli("traces", "rm", traced[:8], "--yes")
+    assert res.code == 0, res.err
+    for table in ("traces", "phases", "trace_samples", "predictions"):
+        assert _count(db_url, f"SELECT count(*) FROM {table}") == 0, table
+    assert _count(db_url, "SELECT count(*) FROM signatures WHERE owner_kind = 'phase'") == 0
+    assert not [p for p in json.loads(cli("doctor", "--json").out)["problems"] if p["kind"] == "orphan"]
+
+    cli("runs", "add", "app", "b", "--threads", "1", "--time", "2")
+    uid = json.loads(cli("runs", "list", "--json").out)[0]["uid"]
+    assert_one_line_error(cli("runs", "rm", uid, "nope", "--yes"), "no run with uid 'nope'")
+    assert _count(db_url, "SELECT count(*) FROM runs") == 1                     # all or nothing
+    assert cli("runs", "rm", uid, "--yes").code == 0
+    assert _count(db_url, "SELECT count(*) FROM runs") == 0
+
+    assert [a["name"] for a in json.loads(cli("apps", "--json").out)] == ["app"]
+    assert cli("apps", "rm", "app", "--yes").code == 0
+    assert _count(db_url, "SELECT count(*) FROM apps") == 0
+    assert_one_line_error(cli("apps", "rm", "app", "--yes"), "unknown app 'app'")
+
+
+def _busy(monkeypatch):
+    """A fake load source: another nodereg profile is running."""
+    monkeypatch.setattr(load, "other_measurers", lambda: ["4242 nodereg profile other"])
+
+
+PEAK = ("--quick", "--kernels", "peak_fma", "--threads", "1", "--reps", "2")
+
+
+def test_a_busy_host_is_warned_about_and_recorded(cli, db_url, binary, monkeypatch):
+    _busy(monkeypatch)
+    res = cli("profile", "n", *PEAK)
+    assert res.code == 0, res.err
+    assert "warning: the host is busy: another nodereg measurement is running (4242" in res.err
+    stored = json.loads(_count(db_url, "SELECT host_load_json FROM profiles"))
+    assert stored["busy"].startswith("another nodereg measurement") and stored["measurers"]
+
+
+def test_strict_refuses_a_busy_host(cli, db_url, binary, monkeypatch):
+    _busy(monkeypatch)
+    assert_one_line_error(cli("profile", "n", *PEAK, "--strict"), "the host is busy", "--strict")
+    assert _count(db_url, "SELECT count(*) FROM nodes") == 0
+
+
+def test_an_idle_host_is_recorded_as_idle(cli, db_url, binary, monkeypatch):
+    monkeypatch.setattr(load, "other_measurers", lambda: [])
+    monkeypatch.setattr(load.CpuMeter, "read", lambda self: 0.0)
+    res = cli("profile", "n", *PEAK, "--strict")
+    assert res.code == 0 and "warning" not in res.err, res.err
+    assert json.loads(_count(db_url, "SELECT host_load_json FROM profiles"))["busy"] is None
+
+
+def test_match_names_and_widens_caveated_profiles(cli, db_url, traced):
+    calm = json.loads(cli("match", traced, "--json", "--no-store").out)
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE profiles SET host_load_json = :j WHERE node_id = "
+                             "(SELECT node_id FROM nodes WHERE name = 'fast')"),
+                     {"j": json.dumps({"busy": "other processes keep 2.0 CPU(s) busy"})})
+    reg.close()
+    res = cli("match", traced, "--json", "--no-store")
+    loaded = json.loads(res.out)
+    assert [c["kind"] for c in loaded["caveats"]] == ["loaded"]
+    assert any(w.startswith("fast: its profile was measured on a busy host") for w in loaded["warnings"])
+    before = {p["node"]: p for p in calm["predictions"]}
+    for p in loaded["predictions"]:
+        assert p["predicted_s"] == pytest.approx(before[p["node"]]["predicted_s"])
+        widened = p["node"] == "fast"
+        assert (p["high_s"] > before[p["node"]]["high_s"]) is widened
+        assert (p["low_s"] < before[p["node"]]["low_s"]) is widened
+    assert "warning: fast: its profile was measured on a busy host" in cli("match", traced, "--no-store").err
+
+
+def test_configs_are_explained_in_words_and_the_base_time_is_named(cli, traced):
+    from registry.match.references import config_in_words
+
+    assert config_in_words("triad|memory|nt") == "triad from memory, non-temporal stores"
+    assert config_in_words('mbw1c|{"streams": [[67108864, 8, "f64", "C", "seq"]]}') == \
+        "mbw1c: 1 stream: 67108864 f64, stride 8 B, shared, seq"
+    shown = cli("match", traced, "--no-store")
+    assert "traced run 21 s" in shown.out and '{"' not in shown.out, shown.out
+    cli("runs", "add", "app", "b", "--threads", "2", "--time", "30")
+    cli("runs", "add", "app", "b", "--threads", "2", "--time", "31")
+    assert "base time 30 s (median of the traced run, 21 s, and measured runs)" in \
+        cli("match", traced, "--no-store").out
+
+
+def test_a_window_length_is_not_plotted_as_a_rate():
+    import pandas as pd
+
+    from registry.report.trace import metric_groups
+
+    panels, _ = metric_groups(pd.DataFrame({"wss_window_s": [0.5, 1.0], "rd_sec/s": [1.0, 2.0]}))
+    assert ("Durations", "seconds", ["wss_window_s"]) in panels
+    assert ("Rates", "per second", ["rd_sec/s"]) in panels
+
+
+def test_size_ticks_fit_a_narrow_panel():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from registry.report.charts import TICK_LABEL_IN, bytes_axis
+
+    fig = Figure(figsize=(3, 3))
+    ax = fig.add_subplot()
+    bytes_axis(ax, [2.0**k for k in range(10, 30)])
+    width_in = ax.get_position().width * fig.get_figwidth()
+    assert len(ax.get_xticks()) <= width_in / TICK_LABEL_IN + 1
+
+
+def test_one_memory_bandwidth_in_nodes_roofline_and_report(cli, db_url):
+    from test_report_fixtures import build_registry
+
+    from registry.report import curves
+    from registry.report.load import node_profile
+    from registry.report.node import facts, roofline_lines
+
+    build_registry(db_url, with_trace=False)
+    listed = {n["name"]: n["memory_triad_gbs"] for n in json.loads(cli("nodes", "--json").out)}
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        for name, quoted in listed.items():
+            prof = node_profile(conn, name)
+            memory = curves.memory_bandwidth(prof)
+            assert memory.value == pytest.approx(quoted), name
+            assert memory.threads == prof.rows["threads"].max()
+            lines, _ = roofline_lines(prof)
+            assert f"memory: {quoted:.3g} GB/s" in [ln.label for ln in lines], name
+            assert ("memory bandwidth", f"{quoted:.3g} GB/s ({memory.describe()})") in facts(prof)
+    reg.close()
