@@ -66,12 +66,14 @@ def test_upgrade_gives_old_profiles_the_host_of_their_inventory(db_url, monkeypa
     older = [m for m in migrate.available() if m.version < 8]
     monkeypatch.setattr(migrate, "available", lambda: older)
     reg = open_registry(db_url)
-    store_hosts(reg, "t", {"cn01": 1.0})
-    with reg.begin() as conn:  # as stored before hosts mattered: a profile without its host
-        conn.execute(sa.text("UPDATE profiles SET host = NULL"))
+    with reg.begin() as conn:  # as stored before hosts mattered: profiles without their host
+        # (raw rows: the profile store of this version writes columns that version 7 lacks)
+        typed = ensure_node(conn, "t", source="profile")
+        conn.execute(sa.text("UPDATE nodes SET host = 'cn01' WHERE node_id = :n"), {"n": typed})
         bare = ensure_node(conn, "bare", source="import")   # no inventory: no host to give
-        conn.execute(sa.text("INSERT INTO profiles (uid, node_id, mode, started_at, status) "
-                             "VALUES ('u-bare', :n, 'import', now(), 'complete')"), {"n": bare})
+        for uid, node in (("u-typed", typed), ("u-bare", bare)):
+            conn.execute(sa.text("INSERT INTO profiles (uid, node_id, mode, started_at, status) "
+                                 "VALUES (:u, :n, 'import', now(), 'complete')"), {"u": uid, "n": node})
     reg.close()
     monkeypatch.undo()
     reg = open_registry(db_url)
