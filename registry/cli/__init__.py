@@ -7,7 +7,7 @@ from rich.text import Text
 
 # commands register on import
 from registry.cli import (  # noqa: F401
-    admin, bundle, evaluate, match, models, nodes, profile, report, run, trace)
+    accuracy, admin, bundle, evaluate, match, models, nodes, profile, report, run, trace)
 from registry.cli.app import app
 from registry.cli.output import err_console
 from registry.db import db_error, is_driver_error

@@ -2,7 +2,7 @@
 
 import typer
 
-from registry.cli.app import app, state
+from registry.cli.app import app, current_reader, state
 from registry.cli.output import console, err_console, print_json, print_table
 
 
@@ -29,7 +29,7 @@ def match(
     identity = model_identity(model)  # an unknown model fails before any work
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
     st = state(ctx)
-    with _reader(st).connect() as conn:
+    with current_reader(st).connect() as conn:
         found = find_trace(conn, trace)
         inputs = load_inputs(conn, found, base=base, nodes=targets)
         digest = None if no_store else inputs_digest(conn, inputs, identity)
@@ -59,16 +59,3 @@ def match(
                           "threads": phase.threads.get(n)} for n, p in phase.predictions.items()])
     for w in result.warnings:
         err_console.print(f"warning: {w}")
-
-
-def _reader(st):
-    """The registry, read-only, at this nodereg's schema: an older one is migrated first (through a
-    writable open), since `match` reads and stores columns the older schema lacks."""
-    from registry.db.migrate import current_version, latest_version
-
-    reg = st.registry(readonly=True)
-    with reg.connect() as conn:
-        if current_version(conn) >= latest_version():
-            return reg
-    st.registry()
-    return st.registry(readonly=True)
