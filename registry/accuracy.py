@@ -2,8 +2,8 @@
 
 `nodereg match` stores a prediction set per trace and model; `nodereg run` (or `runs add`, an
 import) stores measured runs. Here each app x node prediction of the latest set per trace and model
-meets the runs of the same app on the same node at the prediction's thread count (without one: the
-node's CPU count), as v_predictions matches them; the measured time is their median, and their
+meets the runs of the same app on the same node at the thread count the app runs with there (see
+_MATCHED); the measured time is their median, and their
 spread ((max - min) / median) says how far the program's own time moves between runs, which no
 prediction can beat.
 
@@ -28,15 +28,19 @@ from registry.db.read import read_frame
 from registry.errors import UserError
 from registry.evaluate import choice_quality
 
-# the latest set per (app, trace, model) beside the measured runs at each prediction's thread count
+# The latest set per (app, trace, model) beside the measured runs at the thread count the app runs with
+# on the node: the count the user fixed when tracing (traces.threads), else one per CPU of the node, as
+# `nodereg run` starts it (registry/measure/onnode.py). Not the prediction's own `threads`, which is the
+# count its phases were projected at: 1 for an app whose phases did not keep the base CPUs busy.
 _MATCHED = """
 SELECT p.app, p.trace_uid, p.base_node, p.node, p.model_name, p.model_version,
-       COALESCE(p.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s,
+       COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s,
        r.runs, r.median_s AS measured_s, r.min_s, r.max_s
 FROM (SELECT v.*, max(v.created_at) OVER (PARTITION BY v.app, v.trace_uid, v.model_name) AS latest
       FROM v_predictions v) p
 JOIN nodes n ON n.name = p.node
-LEFT JOIN v_runs r ON r.app = p.app AND r.node = p.node AND r.threads = COALESCE(p.threads, n.n_cpus)
+LEFT JOIN traces t ON t.uid = p.trace_uid
+LEFT JOIN v_runs r ON r.app = p.app AND r.node = p.node AND r.threads = COALESCE(t.threads, n.n_cpus)
 WHERE p.created_at = p.latest"""
 _SET = ["app", "trace_uid", "model_name", "model_version", "base_node"]
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
 from registry.accuracy import assess
@@ -79,15 +80,22 @@ def _registry(db_url):
             rows += [{"uid": new_uid(), "trace_id": None, "app_id": app_id, "node_id": ids[n],
                       "base_node_id": ids["base"], "model_name": model, "model_version": version, "threads": 1,
                       "predicted_s": t, "node_rank": None, "created_at": created} for n, t in times.items()]
+        # a node of 2 CPUs where the app's phases were projected at 1 thread (they did not keep the base
+        # busy): the app still runs there with 2 threads, as `nodereg run` measures it
+        ids["pair"] = ensure_node(conn, "pair", collect([0]))
+        conn.execute(sa.text("UPDATE nodes SET n_cpus = 2 WHERE name = 'pair'"))
+        rows.append({**rows[-3], "uid": new_uid(), "node_id": ids["pair"], "predicted_s": 0.3})
         insert_rows(conn, "predictions", rows)
         add_run(conn, "sleepy", "base", 2, 50.0)  # another thread count: never compared
+        add_run(conn, "sleepy", "pair", 2, 0.3)
+        add_run(conn, "sleepy", "pair", 1, 9.0)   # not how the app runs on a 2-CPU node
     reg.close()
 
 
 @both_backends
 def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     _registry(db_url)
-    assert_one_line_error(cli("accuracy"), "no measured runs match", "nodereg run NODE")
+    assert_one_line_error(cli("accuracy", "--model", "gbt"), "no measured runs match", "nodereg run NODE")
     assert cli("runs", "add", "sleepy", "base", "--threads", "1", "--time", "0.25").code == 0
     res = cli("run", "other", "--name", "sleepy", "--repeat", "2", "--", PY, "-c", "import time; time.sleep(0.4)")
     assert res.code == 0, res.err
@@ -95,14 +103,16 @@ def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     cells = {(c["model_name"], c["node"]): c for c in doc["cells"]}
-    assert set(cells) == {("similarity", "base"), ("similarity", "other"), ("gbt", "base"), ("gbt", "other")}
+    assert set(cells) == {("similarity", "base"), ("similarity", "other"), ("similarity", "pair"), ("gbt", "base"),
+                          ("gbt", "other")}
+    assert (cells[("similarity", "pair")]["threads"], cells[("similarity", "pair")]["measured_s"]) == (2, 0.3)
     other = cells[("similarity", "other")]
     assert other["model_version"] == "3" and other["runs"] == 2 and other["threads"] == 1
     assert 0.4 <= other["measured_s"] < 2.0
     assert other["error"] == pytest.approx((0.5 - other["measured_s"]) / other["measured_s"])
     assert cells[("similarity", "base")]["measured_s"] == 0.25 and cells[("similarity", "base")]["base"]
     summary = {s["model_name"]: s for s in doc["summary"]}
-    assert summary["similarity"]["cells"] == 1 and summary["similarity"]["top1_rate"] == 1.0
+    assert summary["similarity"]["cells"] == 2 and summary["similarity"]["top1_rate"] == 1.0
     assert summary["gbt"]["top1_rate"] == 0.0 and summary["gbt"]["mean_regret"] > 0.5
     res = cli("accuracy", "sleepy", "--model", "gbt", "--json")
     assert {s["model_name"] for s in json.loads(res.out)["summary"]} == {"gbt"}
