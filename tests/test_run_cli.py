@@ -4,6 +4,7 @@ import json
 import socket
 import sys
 import time
+from pathlib import Path
 
 import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends, fetch_rows
@@ -125,3 +126,16 @@ def test_bad_input_is_one_line_and_runs_nothing(cli, db_url, tmp_path):
     assert_one_line_error(cli("run", "core0", "--name", " a", "--", "touch", marker), "app name")
     assert not marker.exists()
     assert _runs(db_url) == ([], 0)
+
+
+def test_json_stays_parseable_when_the_command_prints(db_url, tmp_path):
+    """A real process (the in-process runner's capture does not see the child's file descriptors)."""
+    import os
+    import subprocess
+
+    _node(db_url)
+    proc = subprocess.run([PY, "-m", "registry", "--db", db_url, "run", "core0", "--repeat", "1", "--json", "--",
+                           PY, "-c", "print('noise from the program')"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["times_s"] and "noise from the program" in proc.stderr

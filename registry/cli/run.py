@@ -27,6 +27,7 @@ from registry.measure.onnode import node_cpus, thread_count
 from registry.nodes import node_location
 
 TIMEOUT_EXIT = 124
+STDERR_FD = 2  # the process's stderr (sys.stderr may be a stand-in without a descriptor)
 
 
 @app.command("run", context_settings={"ignore_unknown_options": True})
@@ -38,7 +39,8 @@ def run(
     repeat: int = typer.Option(3, "--repeat", min=1, help="Repetitions (each stored; the median is shown)."),
     timeout: float = typer.Option(None, "--timeout", min=0.001,
                                   help="Kill the command's tree when one repetition runs longer than this (s)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the stored batch as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored batch as JSON (the command's own "
+                                                       "output then goes to stderr)."),
 ) -> None:
     """Run CMD on NODE's CPUs with NODE's thread count, REPEAT times; store every repetition.
 
@@ -69,7 +71,9 @@ def run(
         err_console.print(f"  repetition {i}/{repeat}: {seconds:.3f} s", highlight=False)
 
     try:
-        timing = time_command(argv, repeat=repeat, timeout_s=timeout, cpus=cpus, progress=progress)
+        # with --json, stdout is nodereg's JSON alone: the command's own output goes to stderr
+        timing = time_command(argv, repeat=repeat, timeout_s=timeout, cpus=cpus, progress=progress,
+                              stdout=STDERR_FD if as_json else None)
     except (Interrupted, KeyboardInterrupt):
         raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",
                         exit_code=130) from None

@@ -22,17 +22,20 @@ class Timing:
 
 
 def time_command(argv: list[str], *, repeat: int, timeout_s: float | None = None, cpus: list[int] | None = None,
-                 env: dict | None = None, progress: Callable[[int, float], None] | None = None) -> Timing:
+                 env: dict | None = None, progress: Callable[[int, float], None] | None = None,
+                 stdout: int | None = None) -> Timing:
     """Run `argv` `repeat` times on `cpus`, stopping at the first repetition that fails or times out
     (the caller has checked that argv[0] exists: runner.check_command).
 
-    `progress(repetition, seconds)` is called after each successful repetition. Raises
+    `progress(repetition, seconds)` is called after each successful repetition; `stdout`: a file
+    descriptor for the command's output (default: ours). Raises
     runner.Interrupted on Ctrl-C (the tree has been terminated).
     """
     run_env = onnode.thread_env(cpus, env)
     timing = Timing()
     for i in range(1, repeat + 1):
-        result = runner.run(argv, interval_s=SAMPLE_EVERY_S, timeout_s=timeout_s, cpus=cpus, env=run_env, wss=False)
+        result = runner.run(argv, interval_s=SAMPLE_EVERY_S, timeout_s=timeout_s, cpus=cpus, env=run_env, wss=False,
+                            stdout=stdout)
         if result.status != "ok":
             timing.failed = result
             break
