@@ -208,6 +208,14 @@ def run_mape(predictions: pd.DataFrame, runs: pd.DataFrame, base_node: str) -> f
     return float((np.abs(pairs["base_run_s"] * pairs["ratio"] - pairs["time_s"]) / pairs["time_s"]).mean())
 
 
+def choice_quality(predicted: pd.Series, actual: pd.Series) -> tuple[bool, float]:
+    """Of one app's nodes: whether the node predicted fastest is the measured fastest (top-1), and the
+    regret of choosing it (its measured time over the best measured time, minus 1)."""
+    chosen = actual[predicted.idxmin()]
+    best = actual.min()
+    return bool(chosen <= best), float(chosen / best - 1.0)
+
+
 def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node: str | None = None) -> dict:
     """Accuracy of rows app, node, predicted_s, actual_s (actual present); with the runs (and rows'
     base_s), also the run-level MAPE of `run_mape`."""
@@ -218,10 +226,9 @@ def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node
     ape = (p["predicted_s"] - p["actual_s"]).abs() / p["actual_s"]
     top1, regret = [], []
     for _, g in p.groupby("app"):
-        chosen = g.loc[g["predicted_s"].idxmin()]
-        best = g["actual_s"].min()
-        top1.append(bool(chosen["actual_s"] <= best))
-        regret.append(float(chosen["actual_s"] / best - 1.0))
+        hit, loss = choice_quality(g["predicted_s"], g["actual_s"])
+        top1.append(hit)
+        regret.append(loss)
     out = {"apps": int(p["app"].nunique()), "cells": len(p), "mape": float(ape.mean()),
            "median_ape": float(ape.median()), "top1": float(np.mean(top1)), "regret": float(np.mean(regret)),
            "coverage": None, "run_mape": None}

@@ -38,6 +38,14 @@ def require_node_id(conn: sa.Connection, name: str) -> int:
     return require_id(conn, "nodes", "node_id", name, "node")
 
 
+def node_location(conn: sa.Connection, name: str) -> dict:
+    """Where a node runs: its name, the host it was measured on and its CPU restriction (None: the whole host)."""
+    node_id = require_node_id(conn, name)
+    row = conn.execute(sa.text("SELECT name, host, cpu_list FROM nodes WHERE node_id = :id"),
+                       {"id": node_id}).mappings().one()
+    return dict(row)
+
+
 def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, source: str = "profile") -> int:
     """The node's id, creating it (or refreshing its inventory when `inv` is given)."""
     check_name(name, "node")

@@ -9,6 +9,7 @@ or nothing: every row is checked before anything is written, and the first bad r
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +25,9 @@ from registry.io.runs_csv import RunRow, check_run, read_runs_csv
 from registry.nodes import ensure_node, find_node_id, require_node_id
 
 
-def add_runs(conn: sa.Connection, rows: list[RunRow], source: str) -> list[str]:
-    """Write runs (creating apps and nodes as needed); returns their uids in order."""
+def add_runs(conn: sa.Connection, rows: list[RunRow], source: str, provenance: dict | None = None) -> list[str]:
+    """Write runs (creating apps and nodes as needed); returns their uids in order. `provenance`:
+    columns every row shares (a `nodereg run` batch: command_json, exit_status, batch_uid)."""
     node_ids = {n: ensure_node(conn, n, source="runs") for n in dict.fromkeys(r.node for r in rows)}
     app_ids = {a: ensure_app(conn, a) for a in dict.fromkeys(r.app for r in rows)}
     now = utcnow()
@@ -33,8 +35,17 @@ def add_runs(conn: sa.Connection, rows: list[RunRow], source: str) -> list[str]:
     insert_rows(conn, "runs", pd.DataFrame({
         "uid": uids, "app_id": [app_ids[r.app] for r in rows], "node_id": [node_ids[r.node] for r in rows],
         "threads": pd.array([r.threads for r in rows], dtype="Int64"), "time_s": [r.time_s for r in rows],
-        "source": source, "created_at": now}))
+        "source": source, "created_at": now, **(provenance or {})}))
     return uids
+
+
+def add_timed_runs(conn: sa.Connection, app: str, node: str, threads: int, times_s: list[float],
+                   argv: list[str]) -> str:
+    """Store the successful repetitions of one `nodereg run` as a batch; returns the batch's uid."""
+    batch = new_uid()
+    rows = [RunRow(check_name(app, "app"), node, *check_run(threads, t)) for t in times_s]
+    add_runs(conn, rows, "run", {"command_json": json.dumps(argv), "exit_status": 0, "batch_uid": batch})
+    return batch
 
 
 def add_run(conn: sa.Connection, app: str, node: str, threads, time_s, source: str = "cli") -> str:

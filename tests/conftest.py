@@ -125,6 +125,15 @@ def binary(tmp_path_factory):
         os.environ["NODEREG_BUILD_CACHE"] = old
 
 
+def fetch_rows(db_url: str, sql: str) -> list[dict]:
+    """The rows of one query on the registry at `db_url`, read-only, as dicts."""
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(sa.text(sql))]
+    reg.close()
+    return rows
+
+
 def assert_one_line_error(result: Result, *fragments: str) -> None:
     """The error contract: non-zero exit, one line on stderr starting with 'error:', no traceback."""
     assert result.code != 0, result

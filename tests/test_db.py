@@ -33,7 +33,8 @@ def test_migrations_record_versions_and_views_exist(db_url):
         versions = [r[0] for r in conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version"))]
         assert versions == [m.version for m in available()]   # numbers may have gaps (parallel lines of work)
         for view in ("nodes", "v_profile", "v_nodes", "v_runs", "v_predictions", "v_phases", "v_host_profile",
-                     "v_hosts"):
+                     "v_hosts",
+                     "v_run_batches"):
             conn.execute(sa.text(f"SELECT * FROM {view} WHERE 1 = 0"))
     reg.close()
     reopened = open_registry(db_url)  # idempotent: nothing re-applied

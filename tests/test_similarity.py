@@ -226,3 +226,34 @@ def test_arrays_and_frames_give_the_same_model():
     # a reference whose ratios are missing altogether is still a neighbour, measured nowhere
     short = ReferenceSet("base", Matrix.of(f), Matrix.of(y.drop(index="d")))
     assert np.isnan(short.ratio_matrix.values[list(f.index).index("d")]).all()
+
+
+TIED = refs({"load": {"sar.x": 1.0, "sar.y": 5.0}, "triad": {"sar.x": 1.0, "sar.y": 5.0},
+             "mbw1c": {"sar.x": 1.0, "sar.y": 5.0}, "peak": {"sar.x": 9.0, "sar.y": 0.0},
+             "other": {"sar.x": 5.0, "sar.y": 2.0}},
+            {"load": {"n1": 1.0, "n2": 2.0}, "triad": {"n1": 1.3, "n2": 2.0}, "mbw1c": {"n1": 1.6, "n2": 2.05},
+             "peak": {"n1": 2.0, "n2": 2.0}, "other": {"n1": 1.5, "n2": 2.0}})
+
+
+def test_tied_references_that_disagree_widen_the_interval_and_say_so():
+    """Three references at the same signature scale 1.0x-1.6x on n1: the interval covers them all and
+    the explanation names them; on n2 they agree (within 15%): nothing is widened there."""
+    from registry.match.project import _tie_warnings
+
+    m = SimilarityModel(k=3, shrink=0.0).fit(TIED)
+    narrow = SimilarityModel(k=3, shrink=0.0, z_interval=0.0).fit(TIED)
+    out = predict(narrow, {"sar.x": 1.0, "sar.y": 5.0})
+    assert out["n1"].low_s == pytest.approx(10.0) and out["n1"].high_s == pytest.approx(16.0)
+    assert out["n1"].low_s < out["n1"].predicted_s < out["n1"].high_s
+    disagree = out["n1"].explanation["disagree"]
+    assert sorted(disagree["references"]) == ["load", "mbw1c", "triad"]
+    assert disagree["ratios"] == pytest.approx([1.0, 1.6])
+    assert "disagree" not in out["n2"].explanation
+    assert out["n2"].low_s == pytest.approx(out["n2"].predicted_s)    # z = 0 and no disagreement: no band
+    wide = predict(m, {"sar.x": 1.0, "sar.y": 5.0})["n1"]
+    assert wide.low_s <= 10.0 + 1e-9 and wide.high_s >= 16.0 - 1e-9
+    (warning,) = _tie_warnings("solve", out)
+    assert "phase solve" in warning and "1 node(s)" in warning and "x1.00 to x1.60" in warning
+    # a query near one reference only: no tie, no warning
+    alone = predict(m, {"sar.x": 9.0, "sar.y": 0.0})
+    assert not any("disagree" in p.explanation for p in alone.values()) and _tie_warnings("solve", alone) == []

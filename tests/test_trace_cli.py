@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import assert_one_line_error, both_backends
+from conftest import assert_one_line_error, both_backends, fetch_rows
 
 from registry import cpulist
 from registry.db import open_registry, utcnow
@@ -38,16 +38,13 @@ def _node(db_url, name="base", cpus=None, profile=False):
 
 
 def _traces(db_url):
-    reg = open_registry(db_url, readonly=True)
-    with reg.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(sa.text(
-            "SELECT t.trace_id, t.status, t.exit_status, a.name AS app, n.name AS node, "
-            "(SELECT count(*) FROM phases p WHERE p.trace_id = t.trace_id) AS phases, "
-            "(SELECT count(*) FROM trace_samples s WHERE s.trace_id = t.trace_id) AS samples "
-            "FROM traces t JOIN apps a ON a.app_id = t.app_id JOIN nodes n ON n.node_id = t.node_id "
-            "ORDER BY t.trace_id"))]
-    reg.close()
-    return rows
+    return fetch_rows(
+        db_url,
+        "SELECT t.trace_id, t.status, t.exit_status, a.name AS app, n.name AS node, "
+        "(SELECT count(*) FROM phases p WHERE p.trace_id = t.trace_id) AS phases, "
+        "(SELECT count(*) FROM trace_samples s WHERE s.trace_id = t.trace_id) AS samples "
+        "FROM traces t JOIN apps a ON a.app_id = t.app_id JOIN nodes n ON n.node_id = t.node_id "
+        "ORDER BY t.trace_id")
 
 
 def _sleeper(pids: Path) -> str:
@@ -97,9 +94,14 @@ def test_node_restriction_applies_to_the_command(cli, db_url, tmp_path):
     _node(db_url, "core0", cpus=[0])
     seen = tmp_path / "affinity"
     res = cli("trace", "--node", "core0", "--", PY, "-c",
-              f"import os; open({str(seen)!r}, 'w').write(str(sorted(os.sched_getaffinity(0))))")
+              f"import os; open({str(seen)!r}, 'w').write(str((sorted(os.sched_getaffinity(0)), "
+              "os.environ['OMP_NUM_THREADS'], os.environ['OPENBLAS_NUM_THREADS'])))")
     assert res.code == 0, res.err
-    assert seen.read_text() == "[0]"
+    assert seen.read_text() == "([0], '1', '1')"  # the node's thread count, as `nodereg run` gives it
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:  # not a thread count the user fixed: projected at each node's CPUs
+        assert conn.execute(sa.text("SELECT threads FROM traces")).scalar_one() is None
+    reg.close()
 
 
 def test_failing_command_propagates_status_and_keeps_the_trace(cli, db_url):

@@ -82,6 +82,19 @@ def state(ctx: typer.Context) -> State:
     return ctx.ensure_object(State)
 
 
+def current_reader(st: State) -> Registry:
+    """The registry, read-only, at this nodereg's schema: an older one is migrated first (through a
+    writable open), since commands such as `match` read and store columns the older schema lacks."""
+    from registry.db.migrate import current_version, latest_version
+
+    reg = st.registry(readonly=True)
+    with reg.connect() as conn:
+        if current_version(conn) >= latest_version():
+            return reg
+    st.registry()
+    return st.registry(readonly=True)
+
+
 @app.callback()
 def _global_options(
     ctx: typer.Context,

@@ -2,7 +2,7 @@
 
 import typer
 
-from registry.cli.app import app, model_options_flag, state
+from registry.cli.app import app, current_reader, model_options_flag, state
 from registry.cli.output import console, err_console, print_json, print_table
 
 
@@ -37,7 +37,7 @@ def match(
     create(model, options=options)    # ... and so does a bad option
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
     st = state(ctx)
-    with _reader(st).connect() as conn:
+    with current_reader(st).connect() as conn:
         found = find_trace(conn, trace)
         inputs = load_inputs(conn, found, base=base, nodes=targets)
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
@@ -77,16 +77,3 @@ def _base_time(inputs) -> str:
     same = len(inputs.runs) == 0 or abs(used - traced) < 1e-9 * max(1.0, traced)
     return (f"traced run {traced:.3g} s" if same else
             f"base time {used:.3g} s (median of the traced run, {traced:.3g} s, and measured runs)")
-
-
-def _reader(st):
-    """The registry, read-only, at this nodereg's schema: an older one is migrated first (through a
-    writable open), since `match` reads and stores columns the older schema lacks."""
-    from registry.db.migrate import current_version, latest_version
-
-    reg = st.registry(readonly=True)
-    with reg.connect() as conn:
-        if current_version(conn) >= latest_version():
-            return reg
-    st.registry()
-    return st.registry(readonly=True)

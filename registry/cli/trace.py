@@ -15,7 +15,8 @@ from registry.cli.output import err_console, print_json, print_table
 from registry.db.names import check_name
 from registry.errors import UserError
 from registry.inventory import Inventory, collect
-from registry.nodes import ensure_node, node_inventory, require_node_id
+from registry.measure.onnode import node_cpus
+from registry.nodes import ensure_node, node_inventory, node_location
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
@@ -38,10 +39,7 @@ def _node_row(conn: sa.Connection, name: str | None) -> dict | None:
             raise UserError(f"{len(found)} nodes have been profiled on this host ({host}): choose one with "
                             f"--node NODE ({listed})")
         name = whole[0] if len(found) > 1 else found[0][0]
-    node_id = require_node_id(conn, name)
-    row = conn.execute(sa.text("SELECT name, host, cpu_list FROM nodes WHERE node_id = :id"),
-                       {"id": node_id}).mappings().one()
-    return dict(row)
+    return node_location(conn, name)
 
 
 def _host_node(conn: sa.Connection) -> tuple[dict, Inventory]:
@@ -54,22 +52,6 @@ def _host_node(conn: sa.Connection) -> tuple[dict, Inventory]:
         raise UserError(f"no node has been profiled on this host ({host}), and the node named {host!r} was "
                         f"measured on host {known.host!r}: pass --node NODE")
     return {"name": host, "host": host, "cpu_list": None}, inventory
-
-
-def _cpus(node: dict) -> list[int] | None:
-    """The node's CPU restriction, checked against the CPUs this process may use."""
-    host = socket.gethostname()
-    if node["host"] and node["host"] != host:
-        raise UserError(f"node {node['name']!r} was measured on host {node['host']!r}, not on this host "
-                        f"({host}): trace on that host (signatures compare only on the same node)")
-    if not node["cpu_list"]:
-        return None
-    cpus = cpulist.parse(node["cpu_list"])
-    missing = sorted(set(cpus) - os.sched_getaffinity(0))
-    if missing:
-        raise UserError(f"node {node['name']!r} runs on CPU(s) {node['cpu_list']}, but CPU(s) "
-                        f"{cpulist.format(missing)} are not available to this process")
-    return cpus
 
 
 @app.command("trace", context_settings={"ignore_unknown_options": True})
@@ -118,7 +100,7 @@ def trace(
         if node_row is None:
             node_row, host_inventory = _host_node(conn)
         inventory = host_inventory or node_inventory(conn, node_row["name"])
-    cpus = _cpus(node_row)
+    cpus = node_cpus(node_row, "trace on that host (signatures compare only on the same node)")
     state(ctx).close()  # no DuckDB file lock while the command runs (reopened, with --wait, to store)
     runs_on = cpulist.format(cpus or sorted(os.sched_getaffinity(0)))
     err_console.print(f"tracing {shlex.join(argv)} on node {node_row['name']}, CPU(s) {runs_on}"

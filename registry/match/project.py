@@ -64,6 +64,7 @@ class PhaseResult:
     threads: dict[str, int]       # node -> threads the phase is projected at
     predictions: dict[str, NodePrediction]
     matches: list[dict] = field(default_factory=list)   # nearest references with their similarity
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -150,7 +151,19 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
     if hasattr(model, "nearest"):
         matches = [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key])}
                    for key, d in model.nearest(query, 5)]
-    return PhaseResult(phase.name, time_s, mode, threads, preds, matches)
+    return PhaseResult(phase.name, time_s, mode, threads, preds, matches, _tie_warnings(phase.name, preds))
+
+
+def _tie_warnings(phase: str, preds: dict[str, NodePrediction]) -> list[str]:
+    """One warning per phase whose equally near references disagree on how it scales (on any node)."""
+    split = {n: p.explanation["disagree"] for n, p in preds.items() if "disagree" in p.explanation}
+    if not split:
+        return []
+    node, first = next(iter(split.items()))
+    lo, hi = first["ratios"]
+    return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are equally similar but "
+            f"scale differently on {len(split)} node(s) (on {node}: x{lo:.2f} to x{hi:.2f} the base time); the "
+            "signature cannot tell them apart, so the intervals were widened to cover them all"]
 
 
 @dataclass
@@ -219,6 +232,7 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                               cache, fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
+    warnings = [w for r in results for w in r.warnings] + warnings
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
                        nodes_out, results, warnings)
 

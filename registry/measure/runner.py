@@ -185,12 +185,12 @@ class _MarkerReader:
 
 def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
         cpus: list[int] | None = None, env: dict | None = None, wss: bool = True,
-        scratch: tuple[Path, ...] = ()) -> RunResult:
+        scratch: tuple[Path, ...] = (), stdout: int | None = None) -> RunResult:
     """Run `argv` to completion (or timeout), sampling its process tree every `interval_s`.
 
     Raises `Interrupted` on SIGINT/SIGTERM after terminating the tree; nothing is returned then.
     `scratch`: the caller's temporary directories, which the watchdog removes with this run's if the
-    tracer is killed.
+    tracer is killed. `stdout`: a file descriptor for the command's standard output (default: ours).
     """
     if interval_s <= 0:
         raise UserError("--interval must be positive")
@@ -202,12 +202,12 @@ def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = N
         env[FIFO_ENV] = str(fifo)
         watchdog = Watchdog(Path(tmp), *scratch)
         try:
-            return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog)
+            return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout)
         finally:
             watchdog.release()
 
 
-def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog) -> RunResult:
+def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout) -> RunResult:
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
@@ -217,7 +217,7 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog) -> RunResu
     t0 = time.monotonic()
     reader = _MarkerReader(fifo, t0)
     try:
-        proc = subprocess.Popen(argv, env=env, preexec_fn=preexec, close_fds=True)
+        proc = subprocess.Popen(argv, env=env, preexec_fn=preexec, close_fds=True, stdout=stdout)
     except OSError as exc:
         reader.close()
         raise UserError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=127) from None

@@ -23,6 +23,12 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
    ratio over all references by ``shrink`` (steadier when the neighbours disagree or are far).
 5. The interval is the projection times exp(+-z x the weighted spread of the neighbours' log
    ratios), z = 2.6 (a 90% band, calibrated on measured runs: see ``_Z_INTERVAL``).
+6. When the nearest references tie (distances within ``TIE_DISTANCE`` of the nearest) but their
+   ratios on a node differ by more than ``DISAGREE`` (a numpy matrix product matched the memory
+   load, the triad and `mbw1c` all at similarity 1.00, which scale differently from 2 CPUs to 1),
+   the signature cannot tell which of them the query behaves like: the interval is widened to
+   cover every tied reference's ratio, and the explanation says so (``disagree``), which
+   `nodereg match` turns into a warning.
 
 The defaults (k=5, shrink=0.1, relevance_power=2) were chosen on the Lumos Alibaba cloud and
 checked on the Huawei one (docs/evaluation.md), never tuned on the app being predicted. Work per
@@ -52,6 +58,8 @@ _CLIP = 4.0
 # 90% on Huawei (checked there).
 _Z_INTERVAL = 2.6
 LOG_SPAN = 1000.0              # a positive feature whose references span 3 decades is compared as a log
+TIE_DISTANCE = 0.05            # references this close to the nearest (standardised RMS units) tie with it
+DISAGREE = 0.15                # tied references whose ratios differ by more than 15% disagree
 
 
 @functools.cache
@@ -288,7 +296,10 @@ class SimilarityModel(ProjectionModel):
         # per node, as plain floats computed in bulk (10,000 nodes must not mean 10,000 numpy calls)
         t = (query.base_time_s * np.exp(est)).tolist()
         half = self.z_interval * np.where(np.isfinite(spread), spread, 0.0)
-        low, high = (np.asarray(t) * np.exp(-half)).tolist(), (np.asarray(t) * np.exp(half)).tolist()
+        low, high = np.asarray(t) * np.exp(-half), np.asarray(t) * np.exp(half)
+        tied_refs, lo, hi, disagree = self._ties(dist[:rows], order[:rows], chosen, yz)
+        low = np.where(disagree, np.minimum(low, query.base_time_s * np.exp(lo)), low).tolist()
+        high = np.where(disagree, np.maximum(high, query.base_time_s * np.exp(hi)), high).tolist()
         used, log_ratio = chosen.sum(axis=0).tolist(), est.tolist()
         by_node = {n: i for i, n in enumerate(known)}
         out = []
@@ -298,6 +309,19 @@ class SimilarityModel(ProjectionModel):
                 out.append(NodePrediction(node, float("nan"), float("nan"), float("nan"),
                                           warnings=[f"no reference was measured on {node}"]))
                 continue
-            out.append(NodePrediction(node, t[i], low[i], high[i], explanation={
-                "neighbours": nearest, "used": used[i], "log_ratio": log_ratio[i]}))
+            explanation = {"neighbours": nearest, "used": used[i], "log_ratio": log_ratio[i]}
+            if disagree[i]:
+                explanation["disagree"] = {"references": tied_refs, "ratios": [math.exp(lo[i]), math.exp(hi[i])]}
+            out.append(NodePrediction(node, t[i], low[i], high[i], explanation=explanation))
         return out
+
+    def _ties(self, dist: np.ndarray, rows: np.ndarray, chosen: np.ndarray, y: np.ndarray):
+        """The references tied with the nearest (names), and per node the lowest and highest log ratio
+        of the tied ones that voted, and whether they disagree (>= 2 of them, ratios > DISAGREE apart)."""
+        tied_rows = np.isfinite(dist) & (dist <= (dist[0] if len(dist) else 0.0) + TIE_DISTANCE)
+        tied = chosen & tied_rows[:, None]
+        lo = np.where(tied, y, np.inf).min(axis=0, initial=np.inf)
+        hi = np.where(tied, y, -np.inf).max(axis=0, initial=-np.inf)
+        with np.errstate(invalid="ignore"):
+            disagree = (tied.sum(axis=0) >= 2) & (hi - lo > math.log1p(DISAGREE))
+        return [str(self.references[i]) for i in rows[tied_rows]], lo, hi, disagree

@@ -19,7 +19,7 @@ from registry.measure import cachegrind as cg
 from registry.measure import counters as perf
 from registry.trace import omp as gomp
 from registry.trace import phases as ph
-from registry.measure import runner, signature
+from registry.measure import onnode, runner, signature
 from registry.measure.sampler import METRICS
 from registry.io.tracefile import Phase, Trace
 
@@ -68,7 +68,8 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
                   status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
     """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...)."""
     started = datetime.now(timezone.utc)
-    obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, omp=omp)
+    obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=onnode.thread_env(cpus, env),
+                  omp=omp)
     run = obs.run
     llc = inventory.last_level_cache() if inventory else None
     llc_bytes = llc.size_bytes if llc else None
@@ -89,11 +90,10 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
             cg_doc = _attach_cachegrind(phases, stats)
             sources.append("cachegrind")
     samples = {"t_s": [r["t_s"] for r in run.samples]}
-    # `threads` is a fixed thread count the app was told to use (OMP_NUM_THREADS): projection then keeps
-    # it on every node. Without one, an OpenMP program uses all of a node's CPUs, so it stays NULL and
-    # the count observed here is only recorded in meta.
-    first = (env if env is not None else os.environ).get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    threads = int(first) if first.isdigit() else None
+    # `threads` is a fixed thread count the user told the app to use (OMP_NUM_THREADS): projection then
+    # keeps it on every node. Without one, the app uses all of a node's CPUs (onnode.thread_env), so it
+    # stays NULL and the count observed here is only recorded in meta.
+    threads = onnode.fixed_threads(env)
     omp_threads = max((r.max_threads for r in obs.omp_records), default=None)
     samples.update({m: [r[m] for r in run.samples] for m in METRICS})
     trace = Trace(

@@ -1,0 +1,128 @@
+"""Did the stored predictions come true? Stored predictions beside the runs measured afterwards.
+
+`nodereg match` stores a prediction set per trace and model; `nodereg run` (or `runs add`, an
+import) stores measured runs. Here each app x node prediction of the latest set per trace and model
+meets the runs of the same app on the same node at the thread count the app runs with there (see
+_MATCHED); the measured time is their median, and their
+spread ((max - min) / median) says how far the program's own time moves between runs, which no
+prediction can beat.
+
+Per set (an app's trace, projected from its base node by one model): the error on each node, and
+how well the predicted order of the nodes held: Spearman's rank correlation, top-1 (the node
+predicted fastest was the fastest measured) and regret (time on that node / best time - 1). Per
+model and version, the summary over its sets. The base node's prediction is the traced time itself,
+not a prediction, so it counts in the ranking (it is one of the candidates) but not in the errors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from registry.apps import require_app_id
+from registry.db.read import read_frame
+from registry.errors import UserError
+from registry.evaluate import choice_quality
+
+# The latest set per (app, trace, model) beside the measured runs at the thread count the app runs with
+# on the node: the count the user fixed when tracing (traces.threads), else one per CPU of the node, as
+# `nodereg run` starts it (registry/measure/onnode.py). Not the prediction's own `threads`, which is the
+# count its phases were projected at: 1 for an app whose phases did not keep the base CPUs busy.
+_MATCHED = """
+SELECT p.app, p.trace_uid, p.base_node, p.node, p.model_name, p.model_version,
+       COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s,
+       r.runs, r.median_s AS measured_s, r.min_s, r.max_s
+FROM (SELECT v.*, max(v.created_at) OVER (PARTITION BY v.app, v.trace_uid, v.model_name) AS latest
+      FROM v_predictions v) p
+JOIN nodes n ON n.name = p.node
+LEFT JOIN traces t ON t.uid = p.trace_uid
+LEFT JOIN v_runs r ON r.app = p.app AND r.node = p.node AND r.threads = COALESCE(t.threads, n.n_cpus)
+WHERE p.created_at = p.latest"""
+_SET = ["app", "trace_uid", "model_name", "model_version", "base_node"]
+
+
+@dataclass
+class Accuracy:
+    cells: pd.DataFrame    # app x node: predicted, measured, error, spread
+    sets: pd.DataFrame     # per app (trace and model): spearman, top1, regret
+    summary: pd.DataFrame  # per model and version
+
+    def to_dict(self) -> dict:
+        return {name: _records(getattr(self, name)) for name in ("cells", "sets", "summary")}
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return [dict(zip(frame.columns, row)) for row in frame.itertuples(index=False, name=None)]
+
+
+def load(conn: sa.Connection, app: str | None = None, model: str | None = None) -> pd.DataFrame:
+    """Stored predictions of the latest sets, with the measured runs where there are any."""
+    where, params = [], {}
+    if app is not None:
+        require_app_id(conn, app)
+        where.append("app = :app")
+        params["app"] = app
+    if model is not None:
+        where.append("model_name = :model")
+        params["model"] = model
+    sql = f"SELECT * FROM ({_MATCHED}) m" + (f" WHERE {' AND '.join(where)}" if where else "")
+    frame = read_frame(conn, sql + " ORDER BY app, model_name, trace_uid, node", params)
+    if frame.empty:
+        scope = " and ".join(f"{k} {v!r}" for k, v in (("app", app), ("model", model)) if v is not None)
+        raise UserError(f"no stored predictions{' for ' + scope if scope else ''}: `nodereg match APP` stores them")
+    return frame
+
+
+def assess(frame: pd.DataFrame) -> Accuracy:
+    """Errors per cell, ranking quality per set, summary per model (cells without runs are left out)."""
+    cells = frame.dropna(subset=["measured_s"]).copy()
+    if cells.empty:
+        apps = ", ".join(sorted(frame["app"].unique()))
+        raise UserError(f"no measured runs match the stored predictions of {apps} (same app, node and thread "
+                        "count): measure them with `nodereg run NODE -- CMD`")
+    cells = cells.astype({"predicted_s": float, "measured_s": float, "min_s": float, "max_s": float})
+    cells["trace_uid"] = cells["trace_uid"].fillna("(file)")  # a trace file not in the registry
+    cells["model_version"] = cells["model_version"].fillna("")
+    cells["base"] = cells["node"] == cells["base_node"]
+    cells["error"] = (cells["predicted_s"] - cells["measured_s"]) / cells["measured_s"]
+    cells["spread"] = (cells["max_s"] - cells["min_s"]) / cells["measured_s"]
+    sets = pd.DataFrame([_ranking(key, g) for key, g in cells.groupby(_SET, sort=True)])
+    summary = pd.DataFrame([_summary(key, cells, sets) for key, _ in sets.groupby(["model_name", "model_version"])])
+    columns = ["app", "model_name", "model_version", "base_node", "node", "base", "threads", "predicted_s",
+               "measured_s", "runs", "spread", "error", "low_s", "high_s", "trace_uid"]
+    return Accuracy(cells[columns].reset_index(drop=True), sets, summary)
+
+
+def _ranking(key: tuple, g: pd.DataFrame) -> dict:
+    from scipy.stats import spearmanr
+
+    row = dict(zip(_SET, key))
+    row["nodes"] = len(g)
+    row["spearman"] = row["top1"] = row["regret"] = None
+    if len(g) >= 2:
+        with warnings.catch_warnings():  # all times equal on one side: no order to correlate (NaN)
+            warnings.simplefilter("ignore")
+            rho = spearmanr(g["predicted_s"], g["measured_s"]).statistic
+        row["spearman"] = None if np.isnan(rho) else float(rho)
+        row["top1"], row["regret"] = choice_quality(g["predicted_s"], g["measured_s"])
+    return row
+
+
+def _summary(key: tuple, cells: pd.DataFrame, sets: pd.DataFrame) -> dict:
+    model, version = key
+    mine = (cells["model_name"] == model) & (cells["model_version"] == version)
+    errors = cells.loc[mine & ~cells["base"], "error"].abs()
+    ranked = sets[(sets["model_name"] == model) & (sets["model_version"] == version)].dropna(subset=["top1"])
+    spearman = ranked["spearman"].dropna()
+    return {"model_name": model, "model_version": version, "apps": int(cells.loc[mine, "app"].nunique()),
+            "cells": len(errors),
+            "median_abs_error": float(errors.median()) if len(errors) else None,
+            "worst_abs_error": float(errors.max()) if len(errors) else None,
+            "median_spread": float(cells.loc[mine & ~cells["base"], "spread"].median()) if len(errors) else None,
+            "median_spearman": float(spearman.median()) if len(spearman) else None,
+            "top1_rate": float(ranked["top1"].astype(float).mean()) if len(ranked) else None,
+            "mean_regret": float(ranked["regret"].astype(float).mean()) if len(ranked) else None}

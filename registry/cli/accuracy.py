@@ -1,0 +1,42 @@
+"""`nodereg accuracy [APP]`: stored predictions against the runs measured since (registry/accuracy.py)."""
+
+import typer
+
+from registry.cli.app import app, current_reader, state
+from registry.cli.output import print_json, print_table
+
+
+def _pct(value) -> str | None:
+    return None if value is None else f"{value:+.1%}"
+
+
+@app.command("accuracy")
+def accuracy(
+    ctx: typer.Context,
+    app_name: str = typer.Argument(None, metavar="[APP]", help="Only this application (default: every one)."),
+    model: str = typer.Option(None, "--model", "-m", help="Only the predictions of this model."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """How far the stored predictions (`nodereg match`) were from the measured runs (`nodereg run`):
+    per app and node the error, per app the ranking of the nodes (Spearman, top-1, regret), per model
+    the summary. Uses the latest prediction set per trace and model."""
+    from registry import accuracy as acc
+
+    with current_reader(state(ctx)).connect() as conn:
+        result = acc.assess(acc.load(conn, app_name, model))
+    if as_json:
+        print_json(result.to_dict())
+        return
+    cells = [{**r, "error": _pct(r["error"]), "spread": f"{r['spread']:.1%}", "base": "base" if r["base"] else ""}
+             for r in result.to_dict()["cells"]]
+    print_table(cells, ["app", "model_name", "node", "base", "threads", "predicted_s", "measured_s", "runs",
+                        "spread", "error"], title="predicted and measured, per app and node")
+    sets = [{**r, "regret": _pct(r["regret"]), "top1": None if r["top1"] is None else ("yes" if r["top1"] else "no")}
+            for r in result.to_dict()["sets"]]
+    print_table(sets, ["app", "model_name", "model_version", "base_node", "nodes", "spearman", "top1", "regret"],
+                title="ranking of the nodes, per app")
+    summary = [{**r, **{k: None if r[k] is None else f"{r[k]:.1%}" for k in
+                        ("median_abs_error", "worst_abs_error", "median_spread", "top1_rate", "mean_regret")}}
+               for r in result.to_dict()["summary"]]
+    print_table(summary, ["model_name", "model_version", "apps", "cells", "median_abs_error", "worst_abs_error",
+                          "median_spread", "median_spearman", "top1_rate", "mean_regret"], title="summary, per model")

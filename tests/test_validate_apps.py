@@ -1,0 +1,40 @@
+"""scripts/validate_apps.py, the parts that need no benchmark: node variants from a CPU topology, program commands."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from registry.profile.placement import Cpu
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("validate_apps", ROOT / "scripts" / "validate_apps.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_variants_cover_sizes_placements_and_smt(script, monkeypatch):
+    """Two sockets of two cores with two SMT siblings each (CPU n and n + 4 share a core)."""
+    topology = [Cpu(c, package=(c % 4) // 2, core=c % 2, llc=0 if c % 4 < 2 else 2) for c in range(8)]
+    monkeypatch.setattr(script.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(script, "read_topology", lambda cpus: [t for t in topology if t.cpu in cpus])
+    found = {v.name: v.cpus for v in script.variants("val")}
+    assert found == {"val-1c": (0,), "val-2c": (0, 1), "val-2c-scatter": (0, 2), "val-4c": (0, 1, 2, 3),
+                     "val-8c": tuple(range(8)), "val-2c-smt": (0, 4)}
+
+
+def test_programs_run_directly_with_a_fixed_worker_count(script, tmp_path):
+    xz = script.program("xz", tmp_path, 4, tmp_path / "none.tar.gz")
+    assert xz.argv[:2] == ["xz", "-T4"] and Path(xz.argv[-1]).stat().st_size == script.INPUT_MB * 2**20
+    with pytest.raises(RuntimeError, match="no NPB archive"):
+        script.program("cg.A", tmp_path, 4, tmp_path / "none.tar.gz")
+    with pytest.raises(ValueError, match="unknown program 'nope'"):
+        script.program("nope", tmp_path, 4, tmp_path / "none.tar.gz")
