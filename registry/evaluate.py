@@ -12,8 +12,11 @@ Measured truth per app and node is the median of the measured runs (at the node'
 count: `threads` NULL or all of the node's CPUs). Metrics, per model:
 
 * MAPE and median APE over every (app, other node) cell with a measurement;
-* top-1: share of apps whose predicted fastest other node is the measured fastest;
+* top-1 / top-3: share of apps whose predicted fastest other node is the measured fastest / among
+  the measured three fastest;
 * mean regret: time on the chosen node over the time on the best one, minus 1;
+* cost regret, where at least two evaluated nodes have prices in one currency: the measured cost
+  per run (price x time) on the node predicted cheapest over the cheapest measured, minus 1;
 * interval coverage: share of measured times inside the model's [low, high] (models with intervals);
 * run-level MAPE (``run_mape``, the Lumos README's protocol as far as we can reproduce it, reported
   beside the issue's cell-level MAPE and never instead of it): the model's predicted ratio applied
@@ -57,6 +60,7 @@ class EvalData:
     runs: pd.DataFrame              # app, node, time_s: every run on the base and the evaluated nodes (noise floor)
     node_features: pd.DataFrame | None = None
     feature_weights: dict[str, float] = field(default_factory=dict)
+    prices: pd.Series | None = None  # index node; price per hour, one currency (None: fewer than 2 priced)
 
     @property
     def apps(self) -> list[str]:
@@ -146,6 +150,16 @@ def _node_features(conn: sa.Connection, nodes: list[str]) -> pd.DataFrame | None
     return frame if not frame.empty else None
 
 
+def _prices(conn: sa.Connection, nodes: list[str]) -> pd.Series | None:
+    """The evaluated nodes' current prices per hour, when at least two have one and all in one currency."""
+    from registry.prices import current_prices
+
+    found = {n: p for n, p in current_prices(conn).items() if n in nodes}
+    if len(found) < 2 or len({c for _, c in found.values()}) > 1:
+        return None
+    return pd.Series({n: p for n, (p, _) in found.items()}, dtype=float)
+
+
 def load(registry: Registry, base: str | None = None,
          weights_loader: Callable[[sa.Connection], dict[str, float]] | None = None) -> EvalData:
     """Read the evaluation data of base node `base` (default: `default_base`)."""
@@ -170,9 +184,10 @@ def load(registry: Registry, base: str | None = None,
                             "other nodes; leave-one-app-out needs at least 3")
         actual = actual.loc[apps].dropna(axis=1, how="all")
         node_features = _node_features(conn, list(actual.columns))
+        prices = _prices(conn, list(actual.columns))
     on_nodes = runs[runs["node"].isin([base_name, *actual.columns])].reset_index(drop=True)
     return EvalData(base_name, features.loc[apps].dropna(axis=1, how="all"), base_time[apps].astype(float), actual,
-                    on_nodes, node_features, weights)
+                    on_nodes, node_features, weights, prices)
 
 
 # -- metrics -----------------------------------------------------------------------------------
@@ -211,23 +226,38 @@ def run_mape(predictions: pd.DataFrame, runs: pd.DataFrame, base_node: str) -> f
     return float((np.abs(pairs["base_run_s"] * pairs["ratio"] - pairs["time_s"]) / pairs["time_s"]).mean())
 
 
-def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node: str | None = None) -> dict:
+def cost_regret(predictions: pd.DataFrame, prices: pd.Series) -> float | None:
+    """Mean over apps of (measured cost per run on the node chosen as cheapest by the predictions) /
+    (the cheapest measured cost per run) - 1, over the priced nodes."""
+    p = predictions[predictions["node"].isin(prices.index)].dropna(subset=["predicted_s", "actual_s"])
+    if p.empty:
+        return None
+    price = p["node"].map(prices).to_numpy()
+    p = p.assign(pred_cost=p["predicted_s"].to_numpy() * price, cost=p["actual_s"].to_numpy() * price)
+    regret = [g.loc[g["pred_cost"].idxmin(), "cost"] / g["cost"].min() - 1.0 for _, g in p.groupby("app")]
+    return float(np.mean(regret))
+
+
+def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node: str | None = None,
+          prices: pd.Series | None = None) -> dict:
     """Accuracy of rows app, node, predicted_s, actual_s (actual present); with the runs (and rows'
-    base_s), also the run-level MAPE of `run_mape`."""
+    base_s), also the run-level MAPE of `run_mape`; with prices, the cost regret."""
     p = predictions.dropna(subset=["predicted_s", "actual_s"])
     if p.empty:
-        return {"apps": 0, "cells": 0, "mape": None, "median_ape": None, "top1": None, "regret": None,
-                "coverage": None, "run_mape": None}
+        return {"apps": 0, "cells": 0, "mape": None, "median_ape": None, "top1": None, "top3": None,
+                "regret": None, "coverage": None, "run_mape": None, "cost_regret": None}
     ape = (p["predicted_s"] - p["actual_s"]).abs() / p["actual_s"]
-    top1, regret = [], []
+    top1, top3, regret = [], [], []
     for _, g in p.groupby("app"):
         chosen = g.loc[g["predicted_s"].idxmin()]
         best = g["actual_s"].min()
         top1.append(bool(chosen["actual_s"] <= best))
+        top3.append(bool(chosen["actual_s"] <= g["actual_s"].nsmallest(3).max()))
         regret.append(float(chosen["actual_s"] / best - 1.0))
     out = {"apps": int(p["app"].nunique()), "cells": len(p), "mape": float(ape.mean()),
-           "median_ape": float(ape.median()), "top1": float(np.mean(top1)), "regret": float(np.mean(regret)),
-           "coverage": None, "run_mape": None}
+           "median_ape": float(ape.median()), "top1": float(np.mean(top1)), "top3": float(np.mean(top3)),
+           "regret": float(np.mean(regret)), "coverage": None, "run_mape": None,
+           "cost_regret": None if prices is None else cost_regret(p, prices)}
     if runs is not None and base_node is not None and "base_s" in p.columns:
         out["run_mape"] = run_mape(p, runs, base_node)
     if {"low_s", "high_s"} <= set(p.columns) and (p["high_s"] > p["low_s"]).any():
@@ -294,7 +324,7 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
         if on_app:
             on_app()
     frame = pd.DataFrame(rows, columns=["app", "node", "base_s", "predicted_s", "low_s", "high_s", "actual_s"])
-    metrics = score(frame if error is None else frame.iloc[0:0], data.runs, data.base_node)
+    metrics = score(frame if error is None else frame.iloc[0:0], data.runs, data.base_node, data.prices)
     return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error)
 
 

@@ -83,6 +83,7 @@ def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
         ("traces", "node_id = :id"),
         ("runs", "node_id = :id"),
         ("node_caches", "node_id = :id"),
+        ("node_prices", "node_id = :id"),
         ("nodes", "node_id = :id"),
     ]
     counts: dict[str, int] = {}

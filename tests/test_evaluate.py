@@ -92,7 +92,7 @@ def test_no_peeking_at_the_held_out_runs(synth_registry, tmp_path, make):
     assert not np.allclose(after["predicted_s"][others], before["predicted_s"][others])
 
 
-class _Failing(ev.MedianRatioBaseline):
+class _Failing(MedianRatioBaseline):
     raises: Exception
 
     def predict(self, query, nodes):
@@ -205,3 +205,31 @@ def test_forest_serves_and_beats_ignoring_the_signature(synth_registry):
     assert forest.metrics["mape"] < 0.8 * flat.metrics["mape"]
     assert forest.metrics["run_mape"] is not None
     assert (forest.predictions["base_s"] == data.base_time_s.reindex(forest.predictions["app"]).to_numpy()).all()
+
+
+def test_top3_and_cost_regret_by_hand():
+    p = pd.DataFrame({"app": ["a"] * 4 + ["b"] * 4, "node": ["n1", "n2", "n3", "n4"] * 2,
+                      "predicted_s": [9.0, 10.0, 11.0, 12.0, 14.0, 10.0, 11.0, 12.0],
+                      "actual_s": [13.0, 10.0, 11.0, 12.0, 10.0, 12.0, 11.0, 13.0]})
+    # a chose n1 (4th fastest: outside the top 3); b chose n2 (3rd fastest: inside)
+    prices = pd.Series({"n1": 1.0, "n2": 2.0, "n3": 1.0})
+    m = ev.score(p, prices=prices)
+    assert m["top3"] == pytest.approx(0.5) and m["top1"] == 0.0
+    # priced nodes only. a: predicted costs 9, 20, 11 -> n1; measured 13, 20, 11: 13 / 11 - 1.
+    # b: predicted 14, 20, 11 -> n3; measured 10, 24, 11: 11 / 10 - 1
+    assert m["cost_regret"] == pytest.approx((13 / 11 - 1 + 11 / 10 - 1) / 2)
+    assert ev.score(p)["cost_regret"] is None
+
+
+def test_cli_evaluate_reports_cost_regret_when_prices_exist(cli, synth_registry, tmp_path):
+    url = f"duckdb:///{tmp_path / 'priced.duckdb'}"
+    import shutil
+    shutil.copy(synth_registry.removeprefix("duckdb:///"), url.removeprefix("duckdb:///"))
+    prices = tmp_path / "p.csv"
+    prices.write_text("node,price_per_hour,currency\n" + "".join(
+        f"synth/{vm},{0.05 * cpus},USD\n" for vm, cpus in VMS.items()))
+    assert cli("--db", url, "import", "prices", str(prices)).code == 0
+    out = json.loads(cli("--db", url, "evaluate", "--models", "median-ratio", "--json").out)
+    assert out["models"][0]["cost_regret_pct"] is not None and out["models"][0]["top3_pct"] >= 0
+    plain = json.loads(cli("--db", synth_registry, "evaluate", "--models", "median-ratio", "--json").out)
+    assert plain["models"][0]["cost_regret_pct"] is None

@@ -104,7 +104,8 @@ def evaluate_cmd(
     noise = ev.noise_floor(data.runs)
     rows = [{"model": r.name, "kind": r.kind, "apps": r.metrics["apps"], "predictions": r.metrics["cells"],
              "mape_pct": _pct(r.metrics["mape"]), "median_ape_pct": _pct(r.metrics["median_ape"]),
-             "top1_pct": _pct(r.metrics["top1"]), "regret_pct": _pct(r.metrics["regret"]),
+             "top1_pct": _pct(r.metrics["top1"]), "top3_pct": _pct(r.metrics["top3"]),
+             "regret_pct": _pct(r.metrics["regret"]), "cost_regret_pct": _pct(r.metrics["cost_regret"]),
              "interval_coverage_pct": _pct(r.metrics["coverage"]),
              "run_mape_pct": _pct(r.metrics["run_mape"]) if "run_mape" in r.metrics else None,
              "seconds": round(r.seconds, 2), "error": r.error} for r in results]
@@ -115,9 +116,10 @@ def evaluate_cmd(
                     "models": rows, "not_evaluated": skipped})
         return
     table = [{"model": r["model"], "apps": r["apps"], "MAPE %": r["mape_pct"], "med APE %": r["median_ape_pct"],
-              "top-1 %": r["top1_pct"], "regret %": r["regret_pct"], "s": r["seconds"], "error": r["error"]}
-             for r in rows]
-    columns = ["model", "apps", "MAPE %", "med APE %", "top-1 %", "regret %", "s"]
+              "top-1 %": r["top1_pct"], "top-3 %": r["top3_pct"], "regret %": r["regret_pct"],
+              "cost regret %": r["cost_regret_pct"], "s": r["seconds"], "error": r["error"]} for r in rows]
+    columns = ["model", "apps", "MAPE %", "med APE %", "top-1 %", "top-3 %", "regret %",
+               *(["cost regret %"] if data.prices is not None else []), "s"]
     print_table(table, columns + (["error"] if any(r["error"] for r in rows) else []),
                 title=f"leave-one-app-out, base {data.base_node}: {len(data.apps)} apps x "
                       f"{data.actual_s.shape[1]} other nodes")

@@ -2,11 +2,12 @@
 
 import json
 import sys
+from pathlib import Path
 
 import sqlalchemy as sa
 import typer
 
-from registry.cli.app import app, state
+from registry.cli.app import app, import_app, state
 from registry.cli.output import console, print_json, print_table
 from registry.errors import UserError
 from registry.nodes import remove_node, require_node_id
@@ -91,3 +92,36 @@ def rm(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
         counts = remove_node(conn, require_node_id(conn, name))
     detail = ", ".join(f"{n} {t}" for t, n in counts.items() if n and t != "nodes")
     console.print(f"removed node {name}" + (f" ({detail})" if detail else ""))
+
+
+@nodes_app.command("set")
+def set_node(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
+             price_per_hour: str = typer.Option(None, "--price-per-hour",
+                                                help="What an hour of this node costs (kept with its history)."),
+             currency: str = typer.Option("USD", "--currency", help="3-letter currency code of the price."),
+             source: str = typer.Option("cli", "--source", help="Where the price comes from."),
+             date: str = typer.Option(None, "--date", help="Date the price holds from, YYYY-MM-DD (default: today).")
+             ) -> None:
+    """Set facts about a node that measurement cannot give: its price per hour."""
+    from registry.prices import Price, check_currency, check_date, check_price, store_price
+
+    if price_per_hour is None:
+        raise UserError("nothing to set: give --price-per-hour")
+    price = Price(name, check_price(price_per_hour), check_currency(currency), source, check_date(date))
+    with state(ctx).registry().begin() as conn:
+        added = store_price(conn, price)
+    console.print(f"{name}: {price.price_per_hour:g} {price.currency} per hour"
+                  + ("" if added else " (already stored)"))
+
+
+@import_app.command("prices")
+def import_prices(ctx: typer.Context,
+                  path: Path = typer.Argument(..., metavar="FILE.csv",
+                                              help="CSV with columns node,price_per_hour,currency[,source,date].")
+                  ) -> None:
+    """Import node prices from a CSV file (all rows or none; history is kept)."""
+    from registry.prices import import_prices_csv
+
+    with state(ctx).registry().begin() as conn:
+        rows, added = import_prices_csv(conn, path)
+    console.print(f"imported {rows} prices from {path} ({added} new)")
