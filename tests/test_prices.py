@@ -13,20 +13,14 @@ from conftest import assert_one_line_error, both_backends
 from registry.db import open_registry
 from registry.report.load import resolve_trace
 from registry.report.match import costs, latest_predictions, pareto_figure
-from registry.trace import store
-from registry_data import profile_at_speeds, three_phase_trace
+from registry_data import three_node_registry
 
 pytestmark = both_backends
 
 
 @pytest.fixture
 def registry(db_url):
-    reg = open_registry(db_url)
-    with reg.begin() as conn:
-        for node, cpus in (("b", 2), ("fast", 2), ("one", 1)):
-            profile_at_speeds(conn, node, cpus, base=node == "b")
-        store.save(conn, three_phase_trace())
-    reg.close()
+    three_node_registry(db_url)
 
 
 def _prices(db_url) -> list[tuple]:

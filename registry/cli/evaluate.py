@@ -51,7 +51,10 @@ def import_lumos_cmd(
         print_json(out)
         return
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(out.pop("skipped").items())) or "none"
-    rows = [{"field": k, "value": v} for k, v in out.items()] + [{"field": "skipped", "value": skipped}]
+    unknown = ", ".join(out.pop("vm_types_not_understood")) or "none"
+    rows = [{"field": k, "value": v} for k, v in out.items()] + [{"field": "skipped", "value": skipped},
+                                                                  {"field": "VM type names not understood",
+                                                                   "value": unknown}]
     print_table(rows, ["field", "value"], title=f"lumos import: {summary.cloud}")
 
 

@@ -25,11 +25,13 @@ def match(
     no_store: bool = typer.Option(False, "--no-store", help="Only show the predictions; store nothing."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
+    from registry.match.capacity import apply_capacity, node_memory
     from registry.match.cost import apply_objective, check_objective
     from registry.match.project import load_inputs, model_identity, project
     from registry.match.scaled import project_scaled
     from registry.match.stored import inputs_digest, latest_digest, store_predictions
     from registry.prices import current_prices
+    from registry.trace.capacity import capacity
     from registry.trace.lookup import find_trace
 
     check_objective(objective, deadline, budget)
@@ -42,10 +44,12 @@ def match(
         digest = None if no_store else inputs_digest(conn, inputs, identity)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already
-        prices = current_prices(conn)
+        prices, memory = current_prices(conn), node_memory(conn)
     st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
     scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
     result = project_scaled(inputs, model) if scaling else project(inputs, model=model)
+    trace = inputs.found.trace
+    apply_capacity(result, capacity(trace.samples, trace.interval_s)["peak_rss_bytes"], memory)
     if digest is not None:
         st.registry().write(lambda conn: store_predictions(conn, inputs, result, digest))
     apply_objective(result, prices, objective, deadline, budget)

@@ -114,10 +114,12 @@ def set_node(ctx: typer.Context, name: str = typer.Argument(..., help="Node name
                   + ("" if added else " (already stored)"))
 
 
+def _csv_file(what: str) -> Path:
+    return typer.Argument(..., metavar="FILE.csv", help=f"CSV with {what}.")
+
+
 @import_app.command("prices")
-def import_prices(ctx: typer.Context,
-                  path: Path = typer.Argument(..., metavar="FILE.csv",
-                                              help="CSV with columns node,price_per_hour,currency[,source,date].")
+def import_prices(ctx: typer.Context, path: Path = _csv_file("columns node,price_per_hour,currency[,source,date]")
                   ) -> None:
     """Import node prices from a CSV file (all rows or none; history is kept)."""
     from registry.prices import import_prices_csv
@@ -125,3 +127,14 @@ def import_prices(ctx: typer.Context,
     with state(ctx).registry().begin() as conn:
         rows, added = import_prices_csv(conn, path)
     console.print(f"imported {rows} prices from {path} ({added} new)")
+
+
+@import_app.command("specs")
+def import_specs(ctx: typer.Context, path: Path = _csv_file("column node and any of vcpus, memory_gib, vm_type")
+                 ) -> None:
+    """Import vCPUs and memory of nodes (cloud VM types: from their type name) from a CSV file (all rows or none)."""
+    from registry.specs import import_specs_csv
+
+    with state(ctx).registry().begin() as conn:
+        count, created = import_specs_csv(conn, path)
+    console.print(f"set the specs of {count} nodes from {path}" + (f" (new: {', '.join(created)})" if created else ""))
