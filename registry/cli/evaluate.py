@@ -89,16 +89,32 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     predictions: Path = typer.Option(None, "--predictions", help="Write every prediction to this CSV: "
                                                                   "model,app,node,predicted_s,actual_s."),
+    split: str = typer.Option("app", "--split", help="app: leave one app out; size: leave one data size out "
+                                                     "(train on the other sizes); cloud: choose the model on "
+                                                     "--select-base's cloud, score on --base's."),
+    select: bool = typer.Option(False, "--select", help="Also the model chosen per fold by nested cross-validation "
+                                                        "inside the training apps only (row 'selected')."),
+    select_base: str = typer.Option(None, "--select-base", help="--split cloud: the base node of the cloud the model "
+                                                                "is chosen on."),
 ) -> None:
-    """Leave-one-app-out accuracy of the projection models on measured runs (MAPE, top-1, regret, noise floor)."""
+    """Accuracy of the projection models on measured runs (MAPE, top-1/3, regret, noise floor), by a split."""
     from registry import evaluate as ev
     from registry.models.similarity import load_weights
 
+    if split not in ev.SPLITS:
+        raise UserError(f"--split must be one of {', '.join(ev.SPLITS)}, not {split!r}")
+    if (split == "cloud") != (select_base is not None):
+        raise UserError("--split cloud needs --select-base NODE (the base of the cloud the model is chosen on), "
+                        "and --select-base only serves it")
     reg = state(ctx).registry(readonly=True)
-    data = ev.load(reg, base, weights_loader=load_weights)
+    cloud = split == "cloud"
+    data = ev.load(reg, base, weights_loader=load_weights, same_cloud=cloud)
     names, skipped = _model_list(models, data)
-    with _progress("leave-one-app-out", len(data.apps) * len(names)) as advance:
-        results = ev.evaluate(data, names, on_app=advance)
+    chooser = ev.load(reg, select_base, weights_loader=load_weights, same_cloud=True) if cloud else None
+    work = (len(data.apps) + (len(chooser.apps) if cloud else 0)) * len(names) + select * len(data.apps)
+    with _progress(f"split {split}", work) as advance:
+        results = ev.evaluate_cross(chooser, data, names, on_app=advance) if cloud else \
+            ev.evaluate(data, names, on_app=advance, split=split, select=select)
     if predictions is not None:
         try:
             ev.predictions_frame(results).to_csv(predictions, index=False)
@@ -111,9 +127,10 @@ def evaluate_cmd(
              "regret_pct": _pct(r.metrics["regret"]), "cost_regret_pct": _pct(r.metrics["cost_regret"]),
              "interval_coverage_pct": _pct(r.metrics["coverage"]),
              "run_mape_pct": _pct(r.metrics["run_mape"]) if "run_mape" in r.metrics else None,
-             "seconds": round(r.seconds, 2), "error": r.error} for r in results]
+             "seconds": round(r.seconds, 2), "error": r.error, "chosen": r.chosen} for r in results]
     if as_json:
-        print_json({"base": data.base_node, "apps": len(data.apps), "nodes": list(data.actual_s.columns),
+        print_json({"base": data.base_node, "split": split, "select_base": chooser and chooser.base_node,
+                    "apps": len(data.apps), "nodes": list(data.actual_s.columns),
                     "noise_floor": {**noise, "mape_pct": _pct(noise["mape"]),
                                     "median_ape_pct": _pct(noise["median_ape"])},
                     "models": rows, "not_evaluated": skipped})
@@ -124,8 +141,12 @@ def evaluate_cmd(
     columns = ["model", "apps", "MAPE %", "med APE %", "top-1 %", "top-3 %", "regret %",
                *(["cost regret %"] if data.prices is not None else []), "s"]
     print_table(table, columns + (["error"] if any(r["error"] for r in rows) else []),
-                title=f"leave-one-app-out, base {data.base_node}: {len(data.apps)} apps x "
+                title=f"split {split}, base {data.base_node}: {len(data.apps)} apps x "
                       f"{data.actual_s.shape[1]} other nodes")
+    for r in results:
+        if r.chosen:
+            on = f" on {chooser.base_node}'s cloud" if cloud else " per fold"
+            err_console.print(f"selected{on}: " + ", ".join(f"{m} ({n})" for m, n in r.chosen.items()))
     baselines = [r.name for r in results if r.kind == "baseline"]
     if baselines:
         err_console.print(f"baselines: {', '.join(baselines)} (see docs/evaluation.md)")
