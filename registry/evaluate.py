@@ -429,7 +429,9 @@ def choose(results: list[ModelResult]) -> str:
 def evaluate(data: EvalData, models: Iterable[str], *, on_app: Callable[[], None] | None = None,
              split: str = "app", select: bool = False) -> list[ModelResult]:
     """Every named installed model (baselines included) over the folds of `split` on `data`, models
-    first; with `select`, also the model chosen per fold by nested cross-validation among them."""
+    first; with `select`, also the model chosen per fold by nested cross-validation among the models
+    that are not baselines (all of them when only baselines are named): the baselines stay what the
+    choice is compared with."""
     from registry.models import plugins
 
     classes = [plugins.model_class(name, kind="projection") for name in models]
@@ -437,17 +439,19 @@ def evaluate(data: EvalData, models: Iterable[str], *, on_app: Callable[[], None
     out = [evaluate_model(data, cls, cls.name, "baseline" if cls.baseline else "model", on_app, split)
            for cls in classes]
     if select:
-        out.append(evaluate_selected(data, classes, split, on_app))
+        candidates = [cls for cls in classes if not cls.baseline] or classes
+        out.append(evaluate_selected(data, candidates, split, on_app))
     return out
 
 
 def evaluate_cross(select_on: EvalData, data: EvalData, models: Iterable[str], *,
                    on_app: Callable[[], None] | None = None) -> list[ModelResult]:
     """The cross-cloud split: every model by leave-one-app-out on `select_on` (one cloud) chooses the
-    model (lowest MAPE); every model is then scored on `data` (the other cloud), and the choice's
+    model (lowest MAPE among those that are not baselines); every model is then scored on `data` (the other cloud), and the choice's
     score there is the 'selected' row."""
     models = list(models)
-    picked = choose(evaluate(select_on, models, on_app=on_app))
+    chooser = evaluate(select_on, models, on_app=on_app)
+    picked = choose([r for r in chooser if r.kind == "model"] or chooser)
     results = evaluate(data, models, on_app=on_app)
     mine = next(r for r in results if r.name == picked)
     return results + [ModelResult("selected", "selected", mine.metrics, mine.seconds, mine.predictions, mine.error,
