@@ -154,7 +154,8 @@ def size_split(data: ev.EvalData, names: list[str]) -> dict:
     rows = [metric_row(r) for r in results]
     by = {r["model"]: r for r in rows}
     sel, rf = by.get("selected"), by.get("rf-sar")
-    met = bool(sel and rf and sel["regret_pct"] <= rf["regret_pct"] and sel["mape_pct"] <= rf["mape_pct"] + 0.3)
+    met = bool(sel and rf and not (sel["error"] or rf["error"]) and sel["regret_pct"] <= rf["regret_pct"]
+               and sel["mape_pct"] <= rf["mape_pct"] + 0.3)
     return {"models": rows, "per_size": per_size, "sizes": sizes.value_counts().to_dict(),
             "seconds": round(time.perf_counter() - t0, 1), "target_met": met}
 

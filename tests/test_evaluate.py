@@ -309,3 +309,14 @@ def test_cli_cross_cloud_chooses_on_one_cloud_and_scores_on_the_other(cli, tmp_p
     rows = {m["model"]: m for m in report["models"]}
     (picked,) = rows["selected"]["chosen"]
     assert rows["selected"]["mape_pct"] == rows[picked]["mape_pct"]
+
+
+def test_rf_sar_fits_references_unmeasured_on_a_node_and_metrics_nobody_has():
+    from registry.models.base import Query, ReferenceSet
+    from registry.models.baselines import RfSarBaseline
+    feats = pd.DataFrame({"sar.busy": [0.1, 0.5, 0.9, 0.7], "sar.none": [np.nan] * 4}, index=list("abcd"))
+    ratios = pd.DataFrame({"n1": [0.0, 0.2, 0.4, np.nan], "n2": [np.nan, -0.1, -0.3, -0.2]}, index=list("abcd"))
+    model = RfSarBaseline(n_estimators=10).fit(ReferenceSet("base", feats, ratios))
+    preds = model.predict(Query("q", {"sar.busy": 0.9}, 10.0), ["n1", "n2", "n3"])
+    assert np.isfinite(preds[0].predicted_s) and np.isfinite(preds[1].predicted_s)
+    assert np.isnan(preds[2].predicted_s)          # no reference measured there

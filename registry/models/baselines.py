@@ -83,11 +83,12 @@ class RfSarBaseline(ProjectionModel):
 
         cols = [c for c in refs.features.columns if c.startswith("sar.")]
         x = refs.features[cols].apply(pd.to_numeric, errors="coerce")
-        self.cols, self.fill = cols, x.median()
+        x = x.loc[:, x.notna().any()]          # a metric no reference has says nothing (and cannot be filled)
+        self.cols, self.fill = list(x.columns), x.median()
         self.nodes = list(refs.log_ratio.columns)
-        long = refs.log_ratio.reindex(x.index).stack().rename("y").reset_index()
+        long = refs.log_ratio.reindex(x.index).stack().dropna().rename("y").reset_index()
         long.columns = ["ref", "node", "y"]
-        if long.empty or not cols:
+        if long.empty or not self.cols:
             raise ValueError("rf-sar needs references with sar features measured on some node")
         rows = self._rows(x.fillna(self.fill).loc[long["ref"]].to_numpy(dtype=float), long["node"].tolist())
         self.forest = RandomForestRegressor(n_estimators=self.n_estimators, random_state=self.random_state,
