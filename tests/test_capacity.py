@@ -4,7 +4,7 @@ import json
 
 import pytest
 import sqlalchemy as sa
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
 from registry.trace.capacity import capacity
@@ -51,6 +51,7 @@ def small_node(db_url):
     return peak
 
 
+@both_backends
 def test_trace_stores_its_peak_memory_and_match_flags_a_node_too_small(cli, small_node):
     assert small_node == 6 * GIB
     res = cli("match", "app", "--json")
@@ -64,6 +65,7 @@ def test_trace_stores_its_peak_memory_and_match_flags_a_node_too_small(cli, smal
     assert "left out: one: cannot hold the app" in table.err
 
 
+@both_backends
 def test_import_specs_from_numbers_and_vm_type_names(cli, db_url, tmp_path):
     path = tmp_path / "specs.csv"
     path.write_text("node,vcpus,memory_gib,vm_type\naws/m5.xlarge,,,m5.xlarge\nbig,64,512,\n"
@@ -78,6 +80,7 @@ def test_import_specs_from_numbers_and_vm_type_names(cli, db_url, tmp_path):
                     "custom": (2, None)}
 
 
+@both_backends
 @pytest.mark.parametrize("rows, fragment", [
     ("a,,,weird.name\n", "line 3: VM type name 'weird.name' is not understood"),
     ("a,-2,,\n", "line 3: vcpus must be a whole number > 0"),
@@ -94,6 +97,7 @@ def test_a_bad_specs_file_is_one_error_and_sets_nothing(cli, db_url, tmp_path, r
     reg.close()
 
 
+@both_backends
 def test_a_profiled_node_keeps_its_measured_inventory(cli, db_url, tmp_path):
     reg = open_registry(db_url)
     with reg.begin() as conn:
