@@ -1,4 +1,5 @@
-"""Honest evaluation of projection models on measured runs: leave one app out.
+"""Honest evaluation of projection models on measured runs: leave one app out, one data size out,
+or choose on one cloud and score on another.
 
 For every app that has a trace on the base node and measured runs on other nodes, the reference set
 is built from the OTHER apps only (their signatures on the base node, their measured node-to-base
@@ -12,8 +13,11 @@ Measured truth per app and node is the median of the measured runs (at the node'
 count: `threads` NULL or all of the node's CPUs). Metrics, per model:
 
 * MAPE and median APE over every (app, other node) cell with a measurement;
-* top-1: share of apps whose predicted fastest other node is the measured fastest;
+* top-1 / top-3: share of apps whose predicted fastest other node is the measured fastest / among
+  the measured three fastest;
 * mean regret: time on the chosen node over the time on the best one, minus 1;
+* cost regret, where at least two evaluated nodes have prices in one currency: the measured cost
+  per run (price x time) on the node predicted cheapest over the cheapest measured, minus 1;
 * interval coverage: share of measured times inside the model's [low, high] (models with intervals);
 * run-level MAPE (``run_mape``, the Lumos README's protocol as far as we can reproduce it, reported
   beside the issue's cell-level MAPE and never instead of it): the model's predicted ratio applied
@@ -22,6 +26,12 @@ count: `threads` NULL or all of the node's CPUs). Metrics, per model:
 
 and, for the data itself, the noise floor: each run against the median of the other runs of the
 same app on the same node (every app, on the base and the evaluated nodes; cells with >= 2 runs).
+
+Splits (``split``): ``app`` (above); ``size``: every app of one data size is held out at once and
+the apps of the other sizes are the references (tiny -> small and back on Lumos: extrapolation to
+other inputs); ``cloud`` (`evaluate_cross`): the model is chosen by leave-one-app-out on one cloud's
+data and scored on another's. ``select`` (`evaluate_selected`): in every outer fold, the model is
+chosen among the candidates by k-fold cross-validation inside that fold's training apps only.
 
 Simple baselines (registry/models/baselines.py, plugins like any model, marked ``baseline``) run
 beside the other models so that every report says what "simple" reaches on the same data.
@@ -45,6 +55,9 @@ from registry.models.base import (MODEL_FAILURES, NEEDS_NODE_FEATURES, NEEDS_SIG
                                   ReferenceSet)
 
 SERVABLE_NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
+SPLITS = ("app", "size", "cloud")   # leave one app out | leave one data size out | choose on one cloud, score on another
+SIZE_FEATURE = "meta.datasize_rank"
+INNER_FOLDS = 5
 
 
 @dataclass
@@ -57,6 +70,7 @@ class EvalData:
     actual_s: pd.DataFrame          # index app; columns every other node; median measured time, NaN = none
     runs: pd.DataFrame              # app, node, time_s: every run on the base and the evaluated nodes (noise floor)
     node_features: pd.DataFrame | None = None
+    prices: pd.Series | None = None  # index node; price per hour, one currency (None: fewer than 2 priced)
 
     @property
     def apps(self) -> list[str]:
@@ -67,9 +81,21 @@ class EvalData:
 
     def references(self, without: str) -> ReferenceSet:
         """The reference set of every app but `without`."""
-        keep = [a for a in self.apps if a != without]
+        return self.references_of([a for a in self.apps if a != without])
+
+    def references_of(self, keep: list[str]) -> ReferenceSet:
+        """The reference set of the apps `keep` (the training apps of a fold)."""
         return ReferenceSet(base_node=self.base_node, features=self.features.loc[keep],
                             log_ratio=self.log_ratio().loc[keep], node_features=self.node_features)
+
+    def sizes(self) -> pd.Series:
+        """app -> its data size (HiBench's scale name, from the signature's meta.datasize_rank), where known."""
+        from registry.io.lumos import DATASIZES
+
+        if SIZE_FEATURE not in self.features.columns:
+            return pd.Series(dtype=object)
+        rank = self.features[SIZE_FEATURE].dropna().astype(int)
+        return rank.map(lambda r: DATASIZES[r] if 0 <= r < len(DATASIZES) else f"size {r}")
 
     def query(self, app: str) -> Query:
         return Query(name=app, signature=self.features.loc[app].dropna(), base_time_s=float(self.base_time_s[app]))
@@ -145,8 +171,20 @@ def _node_features(conn: sa.Connection, nodes: list[str]) -> pd.DataFrame | None
     return frame if not frame.empty else None
 
 
-def load(registry: Registry, base: str | None = None) -> EvalData:
-    """Read the evaluation data of base node `base` (default: `default_base`)."""
+def _prices(conn: sa.Connection, nodes: list[str]) -> pd.Series | None:
+    """The evaluated nodes' current prices per hour, when at least two have one and all in one currency."""
+    from registry.prices import current_prices
+
+    found = {n: p for n, p in current_prices(conn).items() if n in nodes}
+    if len(found) < 2 or len({c for _, c in found.values()}) > 1:
+        return None
+    return pd.Series({n: p for n, (p, _) in found.items()}, dtype=float)
+
+
+def load(registry: Registry, base: str | None = None, same_cloud: bool = False) -> EvalData:
+    """Read the evaluation data of base node `base` (default: `default_base`); `same_cloud`: only the
+    nodes named like the base's cloud ('alibaba/...' for 'alibaba/g6.xlarge'), for a registry that
+    holds several clouds."""
     with registry.connect() as conn:
         base_name = resolve_node(conn, base)[1] if base else default_base(conn)
         base_id = resolve_node(conn, base_name)[0]
@@ -159,6 +197,8 @@ def load(registry: Registry, base: str | None = None) -> EvalData:
         base_time = (medians[base_name] if base_name in medians.columns else pd.Series(dtype=float))
         base_time = base_time.reindex(features.index).fillna(walls.reindex(features.index))
         others = [n for n in medians.columns if n != base_name]
+        if same_cloud and "/" in base_name:
+            others = [n for n in others if n.startswith(base_name.rsplit("/", 1)[0] + "/")]
         actual = medians.reindex(index=features.index, columns=others)
         keep = base_time.notna() & (base_time > 0) & actual.notna().any(axis=1)
         apps = list(features.index[keep])
@@ -167,9 +207,10 @@ def load(registry: Registry, base: str | None = None) -> EvalData:
                             "other nodes; leave-one-app-out needs at least 3")
         actual = actual.loc[apps].dropna(axis=1, how="all")
         node_features = _node_features(conn, list(actual.columns))
+        prices = _prices(conn, list(actual.columns))
     on_nodes = runs[runs["node"].isin([base_name, *actual.columns])].reset_index(drop=True)
     return EvalData(base_name, features.loc[apps].dropna(axis=1, how="all"), base_time[apps].astype(float), actual,
-                    on_nodes, node_features)
+                    on_nodes, node_features, prices)
 
 
 # -- metrics -----------------------------------------------------------------------------------
@@ -216,22 +257,37 @@ def choice_quality(predicted: pd.Series, actual: pd.Series) -> tuple[bool, float
     return bool(chosen <= best), float(chosen / best - 1.0)
 
 
-def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node: str | None = None) -> dict:
+def cost_regret(predictions: pd.DataFrame, prices: pd.Series) -> float | None:
+    """Mean over apps of (measured cost per run on the node chosen as cheapest by the predictions) /
+    (the cheapest measured cost per run) - 1, over the priced nodes."""
+    p = predictions[predictions["node"].isin(prices.index)].dropna(subset=["predicted_s", "actual_s"])
+    if p.empty:
+        return None
+    price = p["node"].map(prices).to_numpy()
+    p = p.assign(pred_cost=p["predicted_s"].to_numpy() * price, cost=p["actual_s"].to_numpy() * price)
+    regret = [g.loc[g["pred_cost"].idxmin(), "cost"] / g["cost"].min() - 1.0 for _, g in p.groupby("app")]
+    return float(np.mean(regret))
+
+
+def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node: str | None = None,
+          prices: pd.Series | None = None) -> dict:
     """Accuracy of rows app, node, predicted_s, actual_s (actual present); with the runs (and rows'
-    base_s), also the run-level MAPE of `run_mape`."""
+    base_s), also the run-level MAPE of `run_mape`; with prices, the cost regret."""
     p = predictions.dropna(subset=["predicted_s", "actual_s"])
     if p.empty:
-        return {"apps": 0, "cells": 0, "mape": None, "median_ape": None, "top1": None, "regret": None,
-                "coverage": None, "run_mape": None}
+        return {"apps": 0, "cells": 0, "mape": None, "median_ape": None, "top1": None, "top3": None,
+                "regret": None, "coverage": None, "run_mape": None, "cost_regret": None}
     ape = (p["predicted_s"] - p["actual_s"]).abs() / p["actual_s"]
-    top1, regret = [], []
+    top1, top3, regret = [], [], []
     for _, g in p.groupby("app"):
         hit, loss = choice_quality(g["predicted_s"], g["actual_s"])
         top1.append(hit)
+        top3.append(bool(g["actual_s"][g["predicted_s"].idxmin()] <= g["actual_s"].nsmallest(3).max()))
         regret.append(loss)
     out = {"apps": int(p["app"].nunique()), "cells": len(p), "mape": float(ape.mean()),
-           "median_ape": float(ape.median()), "top1": float(np.mean(top1)), "regret": float(np.mean(regret)),
-           "coverage": None, "run_mape": None}
+           "median_ape": float(ape.median()), "top1": float(np.mean(top1)), "top3": float(np.mean(top3)),
+           "regret": float(np.mean(regret)), "coverage": None, "run_mape": None,
+           "cost_regret": None if prices is None else cost_regret(p, prices)}
     if runs is not None and base_node is not None and "base_s" in p.columns:
         out["run_mape"] = run_mape(p, runs, base_node)
     if {"low_s", "high_s"} <= set(p.columns) and (p["high_s"] > p["low_s"]).any():
@@ -245,11 +301,12 @@ def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node
 @dataclass
 class ModelResult:
     name: str
-    kind: str                      # 'model' | 'baseline' (the class says so: Model.baseline)
+    kind: str                      # 'model' | 'baseline' (the class says so: Model.baseline) | 'selected'
     metrics: dict
     seconds: float
     predictions: pd.DataFrame      # app, node, base_s, predicted_s, low_s, high_s, actual_s
     error: str | None = None
+    chosen: dict[str, int] | None = None   # 'selected': how many outer folds chose each model
 
 
 def servable_models(data: EvalData) -> tuple[list[str], list[str]]:
@@ -275,37 +332,111 @@ def servable_models(data: EvalData) -> tuple[list[str], list[str]]:
     return names, skipped
 
 
+def folds(data: EvalData, split: str = "app") -> list[tuple[str, list[str]]]:
+    """(label, held-out apps) of each fold: one app at a time, or every app of one data size at a time
+    (the others, of the other sizes, are the references; apps of unknown size are never held out)."""
+    if split == "size":
+        sizes = data.sizes()
+        groups = {size: sorted(apps) for size, apps in sizes.groupby(sizes).groups.items()}
+        if len(groups) < 2:
+            raise UserError(f"leave-one-size-out needs apps of at least two data sizes (signature {SIZE_FEATURE}); "
+                            f"base {data.base_node} has {', '.join(groups) or 'none'}")
+        return sorted(groups.items())
+    return [(app, [app]) for app in data.apps]
+
+
+def _predict_fold(data: EvalData, make: Callable[[], ProjectionModel], train: list[str], held: list[str],
+                  nodes: list[str]) -> list[dict]:
+    # the fits are small: thread pools (OpenMP, BLAS) only oversubscribe the CPUs (20x slower seen)
+    with threadpool_limits(1):
+        model = make().fit(data.references_of(train))
+        rows = []
+        for app in held:
+            for p in model.predict(data.query(app), nodes):
+                rows.append({"app": app, "node": p.node, "base_s": float(data.base_time_s[app]),
+                             "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
+                             "actual_s": data.actual_s.at[app, p.node]})
+    return rows
+
+
 def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: str, kind: str = "model",
-                   on_app: Callable[[], None] | None = None) -> ModelResult:
-    """Leave-one-app-out for one model; a model that cannot serve an app (MODEL_FAILURES) is reported,
-    not fatal; a bug in it (any other exception) propagates."""
+                   on_app: Callable[[], None] | None = None, split: str = "app") -> ModelResult:
+    """One model over the folds of `split`; a model that cannot serve a fold (MODEL_FAILURES) is
+    reported, not fatal; a bug in it (any other exception) propagates."""
     rows, error = [], None
     start = time.perf_counter()
     nodes = list(data.actual_s.columns)
-    for app in data.apps:
+    for _, held in folds(data, split):
+        train = [a for a in data.apps if a not in held]
         try:
-            # the fits are small: thread pools (OpenMP, BLAS) only oversubscribe the CPUs (20x slower seen)
-            with threadpool_limits(1):
-                model = make().fit(data.references(without=app))
-                preds = model.predict(data.query(app), nodes)
+            rows += _predict_fold(data, make, train, held, nodes)
         except MODEL_FAILURES as exc:  # one model that cannot serve these data must not stop the others
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             break
-        for p in preds:
-            rows.append({"app": app, "node": p.node, "base_s": float(data.base_time_s[app]),
-                         "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
-                         "actual_s": data.actual_s.at[app, p.node]})
-        if on_app:
-            on_app()
+        for _ in held:
+            if on_app:
+                on_app()
+    return _result(data, name, kind, rows, start, error)
+
+
+def _result(data: EvalData, name: str, kind: str, rows: list[dict], start: float, error: str | None = None,
+            chosen: dict[str, int] | None = None) -> ModelResult:
     frame = pd.DataFrame(rows, columns=["app", "node", "base_s", "predicted_s", "low_s", "high_s", "actual_s"])
-    metrics = score(frame if error is None else frame.iloc[0:0], data.runs, data.base_node)
-    return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error)
+    metrics = score(frame if error is None else frame.iloc[0:0], data.runs, data.base_node, data.prices)
+    return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error, chosen)
+
+
+def inner_mape(data: EvalData, cls: type[ProjectionModel], train: list[str], k: int = INNER_FOLDS) -> float:
+    """MAPE of `cls` by k-fold cross-validation inside the apps `train` only (apps dealt to folds in
+    order); inf when it cannot serve them."""
+    nodes = list(data.actual_s.columns)
+    rows = []
+    for i in range(min(k, len(train))):
+        held = train[i::k]
+        try:
+            rows += _predict_fold(data, cls, [a for a in train if a not in held], held, nodes)
+        except MODEL_FAILURES:
+            return float("inf")
+    frame = pd.DataFrame(rows).dropna(subset=["predicted_s", "actual_s"])
+    return float(((frame["predicted_s"] - frame["actual_s"]).abs() / frame["actual_s"]).mean()) if len(frame) \
+        else float("inf")
+
+
+def evaluate_selected(data: EvalData, classes: list[type[ProjectionModel]], split: str = "app",
+                      on_app: Callable[[], None] | None = None) -> ModelResult:
+    """`--select`: in every outer fold, the candidate with the lowest inner cross-validated MAPE on the
+    training apps (never the held-out ones) is fitted on them and predicts the held-out apps."""
+    rows, chosen = [], {}
+    start = time.perf_counter()
+    nodes = list(data.actual_s.columns)
+    for _, held in folds(data, split):
+        train = [a for a in data.apps if a not in held]
+        best = min(classes, key=lambda cls: inner_mape(data, cls, train))
+        chosen[best.name] = chosen.get(best.name, 0) + 1
+        rows += _predict_fold(data, best, train, held, nodes)
+        for _ in held:
+            if on_app:
+                on_app()
+    return _result(data, "selected", "selected", rows, start, chosen=chosen)
+
+
+def choose(results: list[ModelResult]) -> str:
+    """The model a finished evaluation recommends: the lowest MAPE (the cross-cloud split chooses on
+    one cloud with it and scores the choice on the other)."""
+    scored = [r for r in results if r.error is None and r.metrics["mape"] is not None]
+    if not scored:
+        raise UserError("no model could be evaluated on the selection data")
+    return min(scored, key=lambda r: r.metrics["mape"]).name
 
 
 def evaluate(data: EvalData, models: Iterable[str], *, on_app: Callable[[], None] | None = None,
+             split: str = "app", select: bool = False,
              options: Mapping[str, Mapping[str, object]] | None = None) -> list[ModelResult]:
-    """Every named installed model (baselines included) by leave-one-app-out on `data`, models first;
-    `options`: per model name, its options (a bad one fails here, before any fit)."""
+    """Every named installed model (baselines included) over the folds of `split` on `data`, models
+    first; `options`: per model name, its options (a bad one fails here, before any fit). With
+    `select`, also the model chosen per fold by nested cross-validation among the models that are
+    not baselines (all of them when only baselines are named), with their default options: the
+    baselines stay what the choice is compared with."""
     from registry.models import plugins
 
     options = options or {}
@@ -314,8 +445,27 @@ def evaluate(data: EvalData, models: Iterable[str], *, on_app: Callable[[], None
     makers = {cls.name: functools.partial(plugins.instantiate, cls, options.get(cls.name)) for cls in classes}
     for make in makers.values():
         make()
-    return [evaluate_model(data, makers[cls.name], cls.name, "baseline" if cls.baseline else "model", on_app)
-            for cls in classes]
+    out = [evaluate_model(data, makers[cls.name], cls.name, "baseline" if cls.baseline else "model", on_app, split)
+           for cls in classes]
+    if select:
+        candidates = [cls for cls in classes if not cls.baseline] or classes
+        out.append(evaluate_selected(data, candidates, split, on_app))
+    return out
+
+
+def evaluate_cross(select_on: EvalData, data: EvalData, models: Iterable[str], *,
+                   on_app: Callable[[], None] | None = None,
+                   options: Mapping[str, Mapping[str, object]] | None = None) -> list[ModelResult]:
+    """The cross-cloud split: every model by leave-one-app-out on `select_on` (one cloud) chooses the
+    model (lowest MAPE among those that are not baselines); every model is then scored on `data`
+    (the other cloud), and the choice's score there is the 'selected' row."""
+    models = list(models)
+    chooser = evaluate(select_on, models, on_app=on_app, options=options)
+    picked = choose([r for r in chooser if r.kind == "model"] or chooser)
+    results = evaluate(data, models, on_app=on_app, options=options)
+    mine = next(r for r in results if r.name == picked)
+    return results + [ModelResult("selected", "selected", mine.metrics, mine.seconds, mine.predictions, mine.error,
+                                  {picked: 1})]
 
 
 def predictions_frame(results: list[ModelResult]) -> pd.DataFrame:

@@ -138,3 +138,17 @@ def three_phase_trace(node="b"):
               Phase("sleep", "auto", 20, 21, 1 / 21, 1.0, signature={"proc": {"cpu_util": 0.01}})]
     return Trace(name="app", node=node, host="h", command=["app"], exit_status=0, status="ok", wall_s=21.0,
                  interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc"], phases=phases)
+
+
+def three_node_registry(db_url, trace=None) -> None:
+    """Nodes b (the base, 2 CPUs), fast (2) and one (1) profiled at SPEEDS, and `trace` (default:
+    three_phase_trace) stored on b: the registry of tests/test_match.py."""
+    from registry.db import open_registry
+    from registry.trace import store
+
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2), ("one", 1)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, trace or three_phase_trace())
+    reg.close()

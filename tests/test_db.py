@@ -34,7 +34,7 @@ def test_migrations_record_versions_and_views_exist(db_url):
         assert versions == [m.version for m in available()]   # numbers may have gaps (parallel lines of work)
         for view in ("nodes", "v_profile", "v_nodes", "v_runs", "v_predictions", "v_phases", "v_host_profile",
                      "v_hosts",
-                     "v_run_batches"):
+                     "v_run_batches", "v_node_prices"):
             conn.execute(sa.text(f"SELECT * FROM {view} WHERE 1 = 0"))
     reg.close()
     reopened = open_registry(db_url)  # idempotent: nothing re-applied

@@ -221,3 +221,118 @@ def test_forest_serves_and_beats_ignoring_the_signature(synth_registry):
     assert forest.metrics["mape"] < 0.8 * flat.metrics["mape"]
     assert forest.metrics["run_mape"] is not None
     assert (forest.predictions["base_s"] == data.base_time_s.reindex(forest.predictions["app"]).to_numpy()).all()
+
+
+def test_top3_and_cost_regret_by_hand():
+    p = pd.DataFrame({"app": ["a"] * 4 + ["b"] * 4, "node": ["n1", "n2", "n3", "n4"] * 2,
+                      "predicted_s": [9.0, 10.0, 11.0, 12.0, 14.0, 10.0, 11.0, 12.0],
+                      "actual_s": [13.0, 10.0, 11.0, 12.0, 10.0, 12.0, 11.0, 13.0]})
+    # a chose n1 (4th fastest: outside the top 3); b chose n2 (3rd fastest: inside)
+    prices = pd.Series({"n1": 1.0, "n2": 2.0, "n3": 1.0})
+    m = ev.score(p, prices=prices)
+    assert m["top3"] == pytest.approx(0.5) and m["top1"] == 0.0
+    # priced nodes only. a: predicted costs 9, 20, 11 -> n1; measured 13, 20, 11: 13 / 11 - 1.
+    # b: predicted 14, 20, 11 -> n3; measured 10, 24, 11: 11 / 10 - 1
+    assert m["cost_regret"] == pytest.approx((13 / 11 - 1 + 11 / 10 - 1) / 2)
+    assert ev.score(p)["cost_regret"] is None
+
+
+def test_cli_evaluate_reports_cost_regret_when_prices_exist(cli, synth_registry, tmp_path):
+    url = f"duckdb:///{tmp_path / 'priced.duckdb'}"
+    import shutil
+    shutil.copy(synth_registry.removeprefix("duckdb:///"), url.removeprefix("duckdb:///"))
+    prices = tmp_path / "p.csv"
+    prices.write_text("node,price_per_hour,currency\n" + "".join(
+        f"synth/{vm},{0.05 * cpus},USD\n" for vm, cpus in VMS.items()))
+    assert cli("--db", url, "import", "prices", str(prices)).code == 0
+    out = json.loads(cli("--db", url, "evaluate", "--models", "median-ratio", "--json").out)
+    assert out["models"][0]["cost_regret_pct"] is not None and out["models"][0]["top3_pct"] >= 0
+    plain = json.loads(cli("--db", synth_registry, "evaluate", "--models", "median-ratio", "--json").out)
+    assert plain["models"][0]["cost_regret_pct"] is None
+
+
+def test_leave_one_size_out_never_trains_on_the_held_out_size(synth_registry, monkeypatch):
+    data = _data(synth_registry)
+    sizes = data.sizes()
+    assert set(sizes) == {"tiny", "small"}
+    folds = ev.folds(data, "size")
+    assert [label for label, _ in folds] == ["small", "tiny"]
+    assert sorted(a for _, held in folds for a in held) == sorted(sizes.index)
+    seen = []
+    real = ev.EvalData.references_of
+    monkeypatch.setattr(ev.EvalData, "references_of", lambda self, keep: seen.append(list(keep)) or real(self, keep))
+    result = ev.evaluate_model(data, MedianRatioBaseline, "median-ratio", split="size")
+    assert result.metrics["apps"] == len(sizes)
+    for (_, held), train in zip(folds, seen, strict=True):
+        assert not set(held) & set(train) and {sizes[a] for a in train if a in sizes} == set(sizes) - {sizes[held[0]]}
+
+
+def test_size_split_needs_two_sizes(synth_registry):
+    data = _data(synth_registry)
+    data.features = data.features.drop(columns=[ev.SIZE_FEATURE])
+    with pytest.raises(UserError, match="at least two data sizes"):
+        ev.folds(data, "size")
+
+
+def test_select_chooses_inside_the_training_apps_only(synth_registry, monkeypatch):
+    data = _data(synth_registry)
+    calls = []
+    real = ev.inner_mape
+    monkeypatch.setattr(ev, "inner_mape", lambda d, cls, train, k=5: calls.append((cls.name, list(train)))
+                        or real(d, cls, train, k))
+    result = ev.evaluate_selected(data, [SimilarityModel, MedianRatioBaseline], split="size")
+    folds = ev.folds(data, "size")
+    assert sum(result.chosen.values()) == len(folds)
+    assert result.chosen == {"similarity": 2}          # the signature matters here, ratios alone do not
+    for (_, held), (_, train) in zip(folds, calls[::2], strict=True):
+        assert not set(held) & set(train)
+    sim = ev.evaluate_model(data, SimilarityModel, "similarity", split="size")
+    assert result.metrics["mape"] == pytest.approx(sim.metrics["mape"])
+
+
+def test_rf_sar_baseline_serves_and_beats_ignoring_the_signature(synth_registry):
+    from registry.models.baselines import RfSarBaseline
+    data = _data(synth_registry)
+    rf = ev.evaluate_model(data, RfSarBaseline, "rf-sar", "baseline")
+    flat = ev.evaluate_model(data, MedianRatioBaseline, "median-ratio", "baseline")
+    assert rf.error is None and rf.metrics["cells"] == flat.metrics["cells"]
+    assert rf.metrics["mape"] < flat.metrics["mape"]
+
+
+def test_cli_splits(cli, synth_registry, tmp_path):
+    out = cli("--db", synth_registry, "evaluate", "--split", "size", "--select", "--models",
+              "similarity,median-ratio", "--json")
+    assert out.code == 0, out.err
+    report = json.loads(out.out)
+    assert report["split"] == "size"
+    rows = {m["model"]: m for m in report["models"]}
+    assert rows["selected"]["chosen"] == {"similarity": 2} and rows["selected"]["top3_pct"] is not None
+    assert_one_line_error(cli("--db", synth_registry, "evaluate", "--split", "nope"), "--split must be one of")
+    assert_one_line_error(cli("--db", synth_registry, "evaluate", "--split", "cloud"), "--select-base")
+
+
+def test_cli_cross_cloud_chooses_on_one_cloud_and_scores_on_the_other(cli, tmp_path):
+    url = f"duckdb:///{tmp_path / 'two.duckdb'}"
+    reg = open_registry(url)
+    import_lumos(reg, make_dataset(tmp_path / "a", n_apps=8), cloud="east")
+    import_lumos(reg, make_dataset(tmp_path / "b", n_apps=8, seed=5), cloud="west")
+    reg.close()
+    out = cli("--db", url, "evaluate", "--split", "cloud", "--base", f"east/{BASE}", "--select-base",
+              f"west/{BASE}", "--models", "similarity,median-ratio", "--json")
+    assert out.code == 0, out.err
+    report = json.loads(out.out)
+    assert report["select_base"] == f"west/{BASE}" and all(n.startswith("east/") for n in report["nodes"])
+    rows = {m["model"]: m for m in report["models"]}
+    (picked,) = rows["selected"]["chosen"]
+    assert rows["selected"]["mape_pct"] == rows[picked]["mape_pct"]
+
+
+def test_rf_sar_fits_references_unmeasured_on_a_node_and_metrics_nobody_has():
+    from registry.models.base import Query, ReferenceSet
+    from registry.models.baselines import RfSarBaseline
+    feats = pd.DataFrame({"sar.busy": [0.1, 0.5, 0.9, 0.7], "sar.none": [np.nan] * 4}, index=list("abcd"))
+    ratios = pd.DataFrame({"n1": [0.0, 0.2, 0.4, np.nan], "n2": [np.nan, -0.1, -0.3, -0.2]}, index=list("abcd"))
+    model = RfSarBaseline(n_estimators=10).fit(ReferenceSet("base", feats, ratios))
+    preds = model.predict(Query("q", {"sar.busy": 0.9}, 10.0), ["n1", "n2", "n3"])
+    assert np.isfinite(preds[0].predicted_s) and np.isfinite(preds[1].predicted_s)
+    assert np.isnan(preds[2].predicted_s)          # no reference measured there

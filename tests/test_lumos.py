@@ -10,32 +10,13 @@ from lumos_synth import BASE, VMS, apps, make_dataset
 
 from registry.db import open_registry
 from registry.errors import UserError
-from registry.io.lumos import discover, import_lumos, vm_shape
+from registry.io.lumos import discover, import_lumos
 from registry.io.sar import SarTrace, read_sar_csv, sample_times, sar_signature
 
 
 def _count(reg, sql, **params):
     with reg.connect() as conn:
         return conn.execute(sa.text(sql), params).scalar()
-
-
-@pytest.mark.parametrize("name, vcpus, gib", [
-    ("g6.xlarge", 4, 16), ("ecs.g6.xlarge", 4, 16), ("c6.large", 2, 4), ("r6.2xlarge", 8, 64),
-    ("hfc6.2xlarge", 8, 16), ("hfr6.large", 2, 16), ("g6.4xlarge", 16, 64),
-    ("s6.xlarge.2", 4, 8), ("m6.large.8", 2, 16), ("c6.2xlarge.4", 8, 32), ("s6.small.1", 1, 1),
-    ("ecs.t5-lc1m2.small", 1, 2),
-])
-def test_vm_shape_from_type_names(name, vcpus, gib):
-    shape = vm_shape(name)
-    assert shape.vcpus == vcpus
-    assert shape.memory_bytes == gib * 2**30
-
-
-@pytest.mark.parametrize("name, vcpus", [("weird", None), ("x.huge", None), ("ic5.xlarge", 4)])
-def test_vm_shape_where_the_name_says_less(name, vcpus):
-    shape = vm_shape(name)
-    assert shape.vcpus == vcpus
-    assert shape.memory_bytes is None          # memory ratio unknown for these families
 
 
 def test_read_sar_csv_copes_with_repeats_text_and_garbage(tmp_path):

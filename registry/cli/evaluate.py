@@ -51,7 +51,10 @@ def import_lumos_cmd(
         print_json(out)
         return
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(out.pop("skipped").items())) or "none"
-    rows = [{"field": k, "value": v} for k, v in out.items()] + [{"field": "skipped", "value": skipped}]
+    unknown = ", ".join(out.pop("vm_types_not_understood")) or "none"
+    rows = [{"field": k, "value": v} for k, v in out.items()] + [{"field": "skipped", "value": skipped},
+                                                                  {"field": "VM type names not understood",
+                                                                   "value": unknown}]
     print_table(rows, ["field", "value"], title=f"lumos import: {summary.cloud}")
 
 
@@ -106,16 +109,32 @@ def evaluate_cmd(
     option: list[str] = typer.Option(None, "--option", metavar="[MODEL.]KEY=VALUE",
                                      help="Set a model option (repeatable; MODEL. may be left out when one model "
                                           "is evaluated); `nodereg models NAME` lists them."),
+    split: str = typer.Option("app", "--split", help="app: leave one app out; size: leave one data size out "
+                                                     "(train on the other sizes); cloud: choose the model on "
+                                                     "--select-base's cloud, score on --base's."),
+    select: bool = typer.Option(False, "--select", help="Also the model chosen per fold by nested cross-validation "
+                                                        "inside the training apps only (row 'selected')."),
+    select_base: str = typer.Option(None, "--select-base", help="--split cloud: the base node of the cloud the model "
+                                                                "is chosen on."),
 ) -> None:
-    """Leave-one-app-out accuracy of the projection models on measured runs (MAPE, top-1, regret, noise floor)."""
+    """Accuracy of the projection models on measured runs (MAPE, top-1/3, regret, noise floor), by a split."""
     from registry import evaluate as ev
 
+    if split not in ev.SPLITS:
+        raise UserError(f"--split must be one of {', '.join(ev.SPLITS)}, not {split!r}")
+    if (split == "cloud") != (select_base is not None):
+        raise UserError("--split cloud needs --select-base NODE (the base of the cloud the model is chosen on), "
+                        "and --select-base only serves it")
     reg = state(ctx).registry(readonly=True)
-    data = ev.load(reg, base)
+    cloud = split == "cloud"
+    data = ev.load(reg, base, same_cloud=cloud)
     names, skipped = _model_list(models, data)
     options = _options_by_model(option, names)
-    with _progress("leave-one-app-out", len(data.apps) * len(names)) as advance:
-        results = ev.evaluate(data, names, on_app=advance, options=options)
+    chooser = ev.load(reg, select_base, same_cloud=True) if cloud else None
+    work = (len(data.apps) + (len(chooser.apps) if cloud else 0)) * len(names) + select * len(data.apps)
+    with _progress(f"split {split}", work) as advance:
+        results = ev.evaluate_cross(chooser, data, names, on_app=advance, options=options) if cloud else \
+            ev.evaluate(data, names, on_app=advance, split=split, select=select, options=options)
     if predictions is not None:
         try:
             ev.predictions_frame(results).to_csv(predictions, index=False)
@@ -124,23 +143,30 @@ def evaluate_cmd(
     noise = ev.noise_floor(data.runs)
     rows = [{"model": r.name, "kind": r.kind, "apps": r.metrics["apps"], "predictions": r.metrics["cells"],
              "mape_pct": _pct(r.metrics["mape"]), "median_ape_pct": _pct(r.metrics["median_ape"]),
-             "top1_pct": _pct(r.metrics["top1"]), "regret_pct": _pct(r.metrics["regret"]),
+             "top1_pct": _pct(r.metrics["top1"]), "top3_pct": _pct(r.metrics["top3"]),
+             "regret_pct": _pct(r.metrics["regret"]), "cost_regret_pct": _pct(r.metrics["cost_regret"]),
              "interval_coverage_pct": _pct(r.metrics["coverage"]),
              "run_mape_pct": _pct(r.metrics["run_mape"]) if "run_mape" in r.metrics else None,
-             "seconds": round(r.seconds, 2), "error": r.error} for r in results]
+             "seconds": round(r.seconds, 2), "error": r.error, "chosen": r.chosen} for r in results]
     if as_json:
-        print_json({"base": data.base_node, "apps": len(data.apps), "nodes": list(data.actual_s.columns),
+        print_json({"base": data.base_node, "split": split, "select_base": chooser and chooser.base_node,
+                    "apps": len(data.apps), "nodes": list(data.actual_s.columns),
                     "noise_floor": {**noise, "mape_pct": _pct(noise["mape"]),
                                     "median_ape_pct": _pct(noise["median_ape"])},
                     "models": rows, "not_evaluated": skipped})
         return
     table = [{"model": r["model"], "apps": r["apps"], "MAPE %": r["mape_pct"], "med APE %": r["median_ape_pct"],
-              "top-1 %": r["top1_pct"], "regret %": r["regret_pct"], "s": r["seconds"], "error": r["error"]}
-             for r in rows]
-    columns = ["model", "apps", "MAPE %", "med APE %", "top-1 %", "regret %", "s"]
+              "top-1 %": r["top1_pct"], "top-3 %": r["top3_pct"], "regret %": r["regret_pct"],
+              "cost regret %": r["cost_regret_pct"], "s": r["seconds"], "error": r["error"]} for r in rows]
+    columns = ["model", "apps", "MAPE %", "med APE %", "top-1 %", "top-3 %", "regret %",
+               *(["cost regret %"] if data.prices is not None else []), "s"]
     print_table(table, columns + (["error"] if any(r["error"] for r in rows) else []),
-                title=f"leave-one-app-out, base {data.base_node}: {len(data.apps)} apps x "
+                title=f"split {split}, base {data.base_node}: {len(data.apps)} apps x "
                       f"{data.actual_s.shape[1]} other nodes")
+    for r in results:
+        if r.chosen:
+            on = f" on {chooser.base_node}'s cloud" if cloud else " per fold"
+            err_console.print(f"selected{on}: " + ", ".join(f"{m} ({n})" for m, n in r.chosen.items()))
     baselines = [r.name for r in results if r.kind == "baseline"]
     if baselines:
         err_console.print(f"baselines: {', '.join(baselines)} (see docs/evaluation.md)")

@@ -18,20 +18,29 @@ def match(
     option: list[str] = model_options_flag(),
     top: int = typer.Option(None, "--top", min=1, help="Show only the K fastest nodes."),
     explain: bool = typer.Option(False, "--explain", help="Per phase: matched configs and per-node times."),
+    objective: str = typer.Option("time", "--objective", help="Rank by predicted time, or by cost per run "
+                                                               "(node price x predicted time; `nodereg nodes set`)."),
+    deadline: float = typer.Option(None, "--deadline", help="Leave out nodes predicted slower than S seconds."),
+    budget: float = typer.Option(None, "--budget", help="Leave out nodes whose predicted cost per run exceeds X."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     no_store: bool = typer.Option(False, "--no-store", help="Only show the predictions; store nothing."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
     from registry.match import caveats as caveats_mod
+    from registry.match.capacity import apply_capacity, node_memory
+    from registry.match.cost import apply_objective, check_objective
     from registry.match.project import load_inputs, model_identity, project
     from registry.match.references import config_in_words
     from registry.match.scaled import project_scaled
     from registry.match.stored import inputs_digest, latest_digest, store_predictions
+    from registry.prices import current_prices
+    from registry.trace.capacity import capacity
     from registry.trace.lookup import find_trace
 
     from registry.models.options import parse_assignments
     from registry.models.plugins import create
 
+    check_objective(objective, deadline, budget)
     identity = model_identity(model)  # an unknown model fails before any work
     options = parse_assignments(option)
     create(model, options=options)    # ... and so does a bad option
@@ -44,22 +53,28 @@ def match(
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already
+        prices, memory = current_prices(conn), node_memory(conn)
     st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
     scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
     result = project_scaled(inputs, model, options) if scaling else project(inputs, model=model, options=options)
     caveats_mod.apply(result, caveats, inputs.base)
+    trace = inputs.found.trace
+    apply_capacity(result, capacity(trace.samples, trace.interval_s)["peak_rss_bytes"], memory)
     if digest is not None:
         st.registry().write(lambda conn: store_predictions(conn, inputs, result, digest))
+    apply_objective(result, prices, objective, deadline, budget)
     if top:
         result.nodes = result.nodes[:top]
     if as_json:
         print_json({**result.to_dict(explain=explain), "caveats": [c.to_dict() for c in caveats]})
         return
     rows = [{"rank": n.rank, "node": n.node, "predicted_s": n.predicted_s,
-             "interval_s": f"{n.low_s:.3g} - {n.high_s:.3g}", "speedup": n.speedup, "threads": n.threads}
-            for n in result.nodes]
+             "interval_s": f"{n.low_s:.3g} - {n.high_s:.3g}", "speedup": n.speedup, "threads": n.threads,
+             **_cost_columns(n)} for n in result.nodes]
     print_table(rows, title=f"{result.app} on {result.base}: {_base_time(inputs)}, "
-                            f"model {result.model}, coverage {result.coverage:.0%}")
+                            f"model {result.model}, coverage {result.coverage:.0%}, by {result.objective}")
+    for x in result.excluded:
+        err_console.print(f"left out: {x['node']}: {x['reason']}")
     for phase in result.phases:
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else "")
@@ -77,3 +92,11 @@ def _base_time(inputs) -> str:
     same = len(inputs.runs) == 0 or abs(used - traced) < 1e-9 * max(1.0, traced)
     return (f"traced run {traced:.3g} s" if same else
             f"base time {used:.3g} s (median of the traced run, {traced:.3g} s, and measured runs)")
+
+
+def _cost_columns(n) -> dict:
+    """Cost per run with its interval, where the node has a price."""
+    if n.cost is None:
+        return {"cost": None, "cost_interval": None}
+    return {"cost": f"{n.cost:.3g} {n.currency}", "cost_interval": f"{n.cost_low:.3g} - {n.cost_high:.3g}"}
+

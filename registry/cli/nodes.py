@@ -1,12 +1,14 @@
 """`nodereg nodes`: list, show and remove nodes."""
 
 import json
+from pathlib import Path
 
 import sqlalchemy as sa
 import typer
 
-from registry.cli.app import app, remove_confirmed, state
+from registry.cli.app import app, import_app, remove_confirmed, state
 from registry.cli.output import console, print_json, print_table
+from registry.errors import UserError
 from registry.nodes import remove_node, require_node_id
 
 nodes_app = typer.Typer(help="List, show and remove nodes.", invoke_without_command=True)
@@ -88,3 +90,49 @@ def rm(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
                               f"Remove node {name!r} and everything measured on it?", f"refusing to remove node {name!r}")
     detail = ", ".join(f"{n} {t}" for t, n in counts.items() if n and t != "nodes")
     console.print(f"removed node {name}" + (f" ({detail})" if detail else ""))
+
+
+@nodes_app.command("set")
+def set_node(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
+             price_per_hour: str = typer.Option(None, "--price-per-hour",
+                                                help="What an hour of this node costs (kept with its history)."),
+             currency: str = typer.Option("USD", "--currency", help="3-letter currency code of the price."),
+             source: str = typer.Option("cli", "--source", help="Where the price comes from."),
+             date: str = typer.Option(None, "--date", help="Date the price holds from, YYYY-MM-DD (default: today).")
+             ) -> None:
+    """Set facts about a node that measurement cannot give: its price per hour."""
+    from registry.prices import Price, check_currency, check_date, check_price, store_price
+
+    if price_per_hour is None:
+        raise UserError("nothing to set: give --price-per-hour")
+    price = Price(name, check_price(price_per_hour), check_currency(currency), source, check_date(date))
+    with state(ctx).registry().begin() as conn:
+        added = store_price(conn, price)
+    console.print(f"{name}: {price.price_per_hour:g} {price.currency} per hour"
+                  + ("" if added else " (already stored)"))
+
+
+def _csv_file(what: str) -> Path:
+    return typer.Argument(..., metavar="FILE.csv", help=f"CSV with {what}.")
+
+
+@import_app.command("prices")
+def import_prices(ctx: typer.Context, path: Path = _csv_file("columns node,price_per_hour,currency[,source,date]")
+                  ) -> None:
+    """Import node prices from a CSV file (all rows or none; history is kept)."""
+    from registry.prices import import_prices_csv
+
+    with state(ctx).registry().begin() as conn:
+        rows, added = import_prices_csv(conn, path)
+    console.print(f"imported {rows} prices from {path} ({added} new)")
+
+
+@import_app.command("specs")
+def import_specs(ctx: typer.Context, path: Path = _csv_file("column node and any of vcpus, memory_gib, vm_type")
+                 ) -> None:
+    """Import vCPUs and memory of nodes (cloud VM types: from their type name) from a CSV file (all rows or none)."""
+    from registry.specs import import_specs_csv
+
+    with state(ctx).registry().begin() as conn:
+        count, created = import_specs_csv(conn, path)
+    console.print(f"set the specs of {count} nodes from {path}" + (f" (new: {', '.join(created)})" if created else ""))

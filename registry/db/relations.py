@@ -26,6 +26,7 @@ OWNER_TABLES = {"profile_run": "profile_runs", "phase": "phases"}  # signatures.
 SPECS = (
     Spec("nodes", "node_id", ("name",)),
     Spec("node_caches", parent=("node_id", "nodes")),
+    Spec("node_prices", "price_id", ("uid",), refs={"node_id": "nodes"}),
     Spec("microbenchmarks", "ub_id", ("name",)),
     Spec("ub_configs", "config_id", ("config_key",), refs={"ub_id": "microbenchmarks"}),
     Spec("ub_streams", parent=("config_id", "ub_configs")),

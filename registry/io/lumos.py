@@ -45,6 +45,8 @@ from registry.db.names import check_name
 from registry.db.write import allocate_ids, insert_returning, insert_rows
 from registry.errors import UserError
 from registry.io.sar import SarTrace, read_sar_csv, sample_times, sar_signature
+from registry.io.vmtypes import vm_shape
+from registry.trace.capacity import capacity
 
 _NAMESPACE = uuid.UUID("5b0e6a8e-4f37-4c1e-9d7e-6c1a4b2f9e10")
 _REPORT, _SAR = "report.json", "sar.csv"
@@ -55,63 +57,7 @@ _CLOUD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 FRAMEWORKS = ("hadoop", "spark", "hive", "flink", "storm")
 DATASIZES = ("tiny", "small", "large", "huge", "gigantic", "bigdata")   # HiBench's scale profiles, in order
 _SAMPLE_CHUNK = 2_000_000
-_MAX_VCPUS, _MAX_MEMORY = 2**16, 2**50      # beyond any VM: such a type name says nothing (nor fits the columns)
-
-# Alibaba ECS: memory GiB per vCPU by family letter (c: compute 1:2, g: general 1:4, r: memory 1:8),
-# also for the high-frequency (hf) and other prefixed variants of the same letters.
-_ALIBABA_GIB_PER_VCPU = {"c": 2, "g": 4, "r": 8}
-
-
-@dataclass(frozen=True)
-class VmShape:
-    vcpus: int | None
-    memory_bytes: int | None
-
-
-def _size_vcpus(size: str) -> int | None:
-    """vCPUs of a size word: small/medium 1, large 2, xlarge 4, Nxlarge 4N (both clouds)."""
-    size = size.lower()
-    if size in ("small", "medium"):
-        return 1
-    if size == "large":
-        return 2
-    m = re.fullmatch(r"([0-9]*)xlarge", size)
-    if m and int(m.group(1) or 1):            # '0xlarge' names no VM
-        return 4 * int(m.group(1) or 1)
-    return None
-
-
-def vm_shape(vm: str) -> VmShape:
-    """vCPUs and memory from a VM type name, where the naming says them.
-
-    * Huawei ``<family>.<size>.<GiB per vCPU>``: ``s6.xlarge.2`` = 4 vCPUs x 2 GiB = 8 GiB.
-    * Alibaba ``[ecs.]<family>.<size>``: ``ecs.g6.xlarge`` = 4 vCPUs, family letter g = 4 GiB per
-      vCPU = 16 GiB (c 2, g 4, r 8; ``hfc6`` etc. as their letter; burstable ``t5-lc1m2``: 1:2).
-      Other families: vCPUs only.
-    """
-    parts = vm.lower().split(".")
-    if parts and parts[0] == "ecs":
-        parts = parts[1:]
-    if len(parts) < 2:
-        return VmShape(None, None)
-    vcpus = _size_vcpus(parts[1])
-    if vcpus is None:
-        return VmShape(None, None)
-    gib_per_vcpu: float | None = None
-    if len(parts) >= 3 and re.fullmatch(r"\d+(\.\d+)?", parts[2]):
-        gib_per_vcpu = float(parts[2])
-    else:
-        family = re.fullmatch(r"(?:hf)?([cgr])\d+[a-z]*", parts[0])
-        ratio = re.search(r"c(\d+)m(\d+)$", parts[0])        # burstable 't5-lc1m2': 1 core : 2 GiB
-        if family:
-            gib_per_vcpu = _ALIBABA_GIB_PER_VCPU[family.group(1)]
-        elif ratio and int(ratio.group(1)):
-            gib_per_vcpu = int(ratio.group(2)) / int(ratio.group(1))
-    memory = int(vcpus * gib_per_vcpu * 2**30) if gib_per_vcpu else None
-    if vcpus > _MAX_VCPUS:
-        return VmShape(None, None)
-    return VmShape(vcpus, memory if memory is None or memory <= _MAX_MEMORY else None)
-
+_CAPACITY_COLUMNS = ("kbmemused", "kbbuffers", "kbcached", "rd_sec/s", "wr_sec/s", "rxkB/s", "txkB/s")
 
 def interval_of(label: str) -> float | None:
     """Seconds of an interval folder name ('1 second', '5 seconds', '1 min'), None if it is not one."""
@@ -276,6 +222,7 @@ class ImportSummary:
     already_present: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     runs_without_trace: int = 0
+    vm_types_not_understood: list[str] = field(default_factory=list)   # no vCPUs or memory from the name
 
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -302,6 +249,8 @@ def _ensure_nodes(conn, cloud: str, vms: list[str], summary: ImportSummary) -> d
             ids[vm] = existing[name]
             continue
         shape = vm_shape(vm)
+        if not shape.understood:
+            summary.vm_types_not_understood.append(vm)
         inventory = {"cloud": cloud, "vm_type": vm, "vcpus": shape.vcpus,
                      "memory_gib": None if shape.memory_bytes is None else shape.memory_bytes / 2**30,
                      "shape_from": "VM type name" if shape.vcpus else None, "source": "lumos"}
@@ -434,7 +383,9 @@ def _write_runs_and_traces(conn, cloud: str, parsed: list[ParsedRun], node_ids: 
         traces.append({"trace_id": trace_id, "uid": trace_uid, "app_id": app_ids[run.rd.app],
                        "node_id": node_ids[run.rd.vm], "command_json": None, "exit_status": None,
                        "status": "ok", "wall_s": run.elapsed_s, "threads": None, "interval_s": interval_s,
-                       "source": "lumos", "started_at": _started_at(run.report), "meta_json": json.dumps(meta)})
+                       "source": "lumos", "started_at": _started_at(run.report), "meta_json": json.dumps(meta),
+                       **capacity({n: run.samples.column(n) for n in _CAPACITY_COLUMNS
+                                   if run.samples.column(n) is not None}, interval_s)})
         end = max(float(times[-1]) + (interval_s or 0.0), run.elapsed_s)
         phases.append({"phase_id": phase_id, "trace_id": trace_id, "idx": 0, "name": "whole", "method": "whole",
                        "start_s": 0.0, "end_s": end, "weight": 1.0, "time_s": run.elapsed_s,

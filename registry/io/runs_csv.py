@@ -6,8 +6,6 @@ named with its line. The same checks serve `nodereg runs add` (check_run).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from pathlib import Path
 
 from registry.db.names import check_name
 from registry.errors import UserError
+from registry.io.csvrows import read_records
 
 CSV_COLUMNS = ("app", "node", "threads", "time_s")
 MAX_THREADS = 2**31 - 1                    # runs.threads is an INTEGER column
@@ -51,42 +50,12 @@ def check_run(threads, time_s) -> tuple[int, float]:
 
 def read_runs_csv(path: Path) -> list[RunRow]:
     """Every row of a runs CSV, checked; the first problem is one UserError naming the line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read it as UTF-8 text ({type(exc).__name__})") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))   # not splitlines(): quoted line breaks are data
-    try:
-        return _parse_runs(path, reader)
-    except csv.Error as exc:   # e.g. a field longer than the csv module's limit
-        raise UserError(f"{path}: line {reader.line_num}: not readable as CSV ({exc})") from None
+    return read_records(path, CSV_COLUMNS, _run_row, what="runs")
 
 
-def _parse_runs(path: Path, reader: csv.DictReader) -> list[RunRow]:
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    missing = [c for c in CSV_COLUMNS if c not in header]
-    if missing:
-        raise UserError(f"{path}: the header lacks the column(s) {', '.join(missing)} "
-                        f"(expected {','.join(CSV_COLUMNS)})")
-    repeated = [c for c in CSV_COLUMNS if header.count(c) > 1]
-    if repeated:
-        raise UserError(f"{path}: the header names the column(s) {', '.join(repeated)} more than once")
-    reader.fieldnames = header
-    rows = []
-    for record in reader:
-        line = reader.line_num
-        if None in record or any(record.get(c) is None for c in CSV_COLUMNS):
-            raise UserError(f"{path}: line {line}: expected {len(header)} fields")
-        app, node = record["app"].strip(), record["node"].strip()
-        try:
-            check_name(app, "app")
-            check_name(node, "node")
-            n, t = check_run(record["threads"], record["time_s"])
-        except UserError as exc:
-            raise UserError(f"{path}: line {line}: {exc}") from None
-        rows.append(RunRow(app, node, n, t))
-    if not rows:
-        raise UserError(f"{path}: no runs in the file")
-    return rows
+def _run_row(record: dict[str, str]) -> RunRow:
+    app, node = record["app"], record["node"]
+    check_name(app, "app")
+    check_name(node, "node")
+    n, t = check_run(record["threads"], record["time_s"])
+    return RunRow(app, node, n, t)

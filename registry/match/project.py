@@ -76,6 +76,10 @@ class NodeResult:
     rank: int = 0
     speedup: float = math.nan
     threads: int | None = None
+    cost: float | None = None        # per run: price per hour x predicted time (registry.match.cost)
+    cost_low: float | None = None
+    cost_high: float | None = None
+    currency: str | None = None
 
 
 @dataclass
@@ -89,13 +93,20 @@ class MatchResult:
     nodes: list[NodeResult]
     phases: list[PhaseResult]
     warnings: list[str]
+    objective: str = "time"          # what `rank` orders by: time | cost
+    footprint_bytes: int | None = None   # the app's peak memory, where nodes were checked against it
+    excluded: list[dict] = field(default_factory=list)   # nodes left out by deadline, budget or price, and why
 
     def to_dict(self, explain: bool = True) -> dict:
         out = {"app": self.app, "base": self.base, "model": self.model, "model_version": self.model_version,
                "base_time_s": self.base_time_s, "coverage": self.coverage, "warnings": self.warnings,
+               "objective": self.objective, "footprint_bytes": self.footprint_bytes,
                "predictions": [{"node": n.node, "predicted_s": n.predicted_s, "low_s": n.low_s,
-                                "high_s": n.high_s, "rank": n.rank, "speedup": n.speedup, "threads": n.threads}
-                               for n in self.nodes]}
+                                "high_s": n.high_s, "rank": n.rank, "speedup": n.speedup, "threads": n.threads,
+                                "cost": n.cost, "cost_low": n.cost_low, "cost_high": n.cost_high,
+                                "currency": n.currency}
+                               for n in self.nodes],
+               "excluded": self.excluded}
         out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "matches": p.matches,
                           **({"per_node": {n: {"predicted_s": pr.predicted_s, "low_s": pr.low_s,
                                                "high_s": pr.high_s, "threads": p.threads.get(n)}

@@ -100,3 +100,49 @@ class KnnSarBaseline(ProjectionModel):
             t = query.base_time_s * np.exp(r)
             out.append(NodePrediction(node, t, t, t))
         return out
+
+
+class RfSarBaseline(ProjectionModel):
+    """The Lumos README's "random forest on sar summary + VM one-hot": one forest over (reference, node)
+    rows, inputs the reference's 'sar.*' summary and the node as a one-hot, target the log ratio."""
+
+    name = "rf-sar"
+    baseline = True
+    description = "baseline: one random forest on (sar summary, node one-hot) -> log time ratio"
+    needs = frozenset({NEEDS_SIGNATURES})
+
+    def __init__(self, n_estimators: int = 100, random_state: int = 0):
+        self.n_estimators, self.random_state = int(n_estimators), int(random_state)
+
+    def fit(self, refs: ReferenceSet) -> RfSarBaseline:
+        from sklearn.ensemble import RandomForestRegressor
+
+        cols = [c for c in refs.features.columns if c.startswith("sar.")]
+        x = refs.features[cols].apply(pd.to_numeric, errors="coerce")
+        x = x.loc[:, x.notna().any()]          # a metric no reference has says nothing (and cannot be filled)
+        self.cols, self.fill = list(x.columns), x.median()
+        self.nodes = list(refs.log_ratio.columns)
+        long = refs.log_ratio.reindex(x.index).stack().dropna().rename("y").reset_index()
+        long.columns = ["ref", "node", "y"]
+        if long.empty or not self.cols:
+            raise ValueError("rf-sar needs references with sar features measured on some node")
+        rows = self._rows(x.fillna(self.fill).loc[long["ref"]].to_numpy(dtype=float), long["node"].tolist())
+        self.forest = RandomForestRegressor(n_estimators=self.n_estimators, random_state=self.random_state,
+                                            n_jobs=1).fit(rows, long["y"].to_numpy())
+        return self
+
+    def _rows(self, x: np.ndarray, nodes: list[str]) -> np.ndarray:
+        index = {n: i for i, n in enumerate(self.nodes)}
+        onehot = np.zeros((len(nodes), len(self.nodes)))
+        onehot[np.arange(len(nodes)), [index[n] for n in nodes]] = 1.0
+        return np.hstack([x, onehot])
+
+    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        q = pd.to_numeric(query.features.reindex(self.cols), errors="coerce").fillna(self.fill).to_numpy(dtype=float)
+        known = [n for n in nodes if n in self.nodes]
+        ratio = dict(zip(known, self.forest.predict(self._rows(np.tile(q, (len(known), 1)), known)))) if known else {}
+        out = []
+        for node in nodes:
+            t = query.base_time_s * float(np.exp(ratio[node])) if node in ratio else np.nan
+            out.append(NodePrediction(node, t, t, t))
+        return out

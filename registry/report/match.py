@@ -123,6 +123,51 @@ def bars_figure(preds: pd.DataFrame, runs: pd.DataFrame, tr: TraceData, models: 
     return fig
 
 
+def costs(conn: sa.Connection, preds: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The model's predictions of the priced nodes with cost per run (price x time, and its interval)
+    and whether the node is on the time/cost Pareto front (no other node both faster and cheaper)."""
+    from registry.prices import current_prices
+
+    prices = current_prices(conn)
+    mine = preds[(preds["model_name"] == model) & preds["node"].isin(prices)].copy()
+    if mine.empty:
+        return mine
+    per_hour = mine["node"].map(lambda n: prices[n][0]) / 3600.0
+    mine["currency"] = mine["node"].map(lambda n: prices[n][1])
+    for col, t in (("cost", "predicted_s"), ("cost_low", "low_s"), ("cost_high", "high_s")):
+        mine[col] = per_hour * mine[t].fillna(mine["predicted_s"])
+    mine = mine.sort_values(["predicted_s", "cost"])
+    mine["pareto"] = mine["cost"] < mine["cost"].cummin().shift(fill_value=float("inf"))
+    return mine
+
+
+def pareto_figure(priced: pd.DataFrame, model: str):
+    """Predicted time against cost per run, each with its interval; the Pareto front as a step line."""
+    fig = charts.figure(9.0, 5.2)
+    ax = fig.subplots()
+    for on_front, color, label in ((False, "#9c9c9c", "dominated"), (True, "#e15759", "Pareto front")):
+        part = priced[priced["pareto"] == on_front]
+        if part.empty:
+            continue
+        ax.errorbar(part["predicted_s"], part["cost"],
+                    xerr=[part["predicted_s"] - part["low_s"].fillna(part["predicted_s"]),
+                          part["high_s"].fillna(part["predicted_s"]) - part["predicted_s"]],
+                    yerr=[part["cost"] - part["cost_low"], part["cost_high"] - part["cost"]],
+                    fmt="o", color=color, ecolor=color, elinewidth=0.8, capsize=2, markersize=6, label=label,
+                    zorder=3)
+    front = priced[priced["pareto"]]
+    ax.step(front["predicted_s"], front["cost"], where="post", color="#e15759", linewidth=1.2, zorder=2)
+    for _, r in priced.iterrows():
+        ax.annotate(r["node"], (r["predicted_s"], r["cost"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    charts.value_axis(ax, list(priced["low_s"].fillna(priced["predicted_s"])) + list(priced["high_s"].fillna(0)),
+                      "predicted time (s)", axis="x")
+    charts.value_axis(ax, list(priced["cost_low"]) + list(priced["cost_high"]),
+                      f"cost per run ({priced['currency'].iloc[0]})")
+    ax.set_title(f"Time and cost per run ({model}): lower left is better", loc="left")
+    charts.legend_outside(ax)
+    return fig
+
+
 def numbers_table(preds: pd.DataFrame, runs: pd.DataFrame, models: list[str], nodes: list[str]) -> Table:
     rows = []
     for node in nodes[:MAX_TABLE_ROWS]:
@@ -166,6 +211,12 @@ def match_report(conn: sa.Connection, ref: str) -> Report:
                       "Bars: predicted time with its interval (whiskers); diamonds: the measured median of real "
                       "runs with their range, where the registry has them."),
                 numbers_table(preds, runs, models, nodes)]
+    priced = costs(conn, preds, models[0])
+    if len(priced) >= 2 and priced["currency"].nunique() == 1:
+        front = ", ".join(priced[priced["pareto"]]["node"])
+        sections.insert(1, Chart("Time and cost per run", lambda: pareto_figure(priced, models[0]),
+                                 f"Cost per run = the node's price per hour x the predicted time, both with their "
+                                 f"interval. Pareto front (no node is both faster and cheaper): {front}."))
     facts = [("application", tr.app), ("trace", f"{tr.uid or tr.label} (on {tr.node}"
                                        + (f", {tr.wall_s:.4g} s)" if tr.wall_s else ")")),
              ("models", ", ".join(models)), ("nodes predicted", str(len(nodes))),

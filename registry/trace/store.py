@@ -18,6 +18,7 @@ from registry.db import utcnow
 from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
 from registry.errors import UserError
 from registry.nodes import require_node_id
+from registry.trace.capacity import capacity
 from registry.io.tracefile import Phase, Trace
 from registry.values import finite_json
 
@@ -42,7 +43,8 @@ def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[i
         "uid": uid, "app_id": ensure_app(conn, trace.name), "node_id": node_id,
         "command_json": json.dumps(trace.command), "exit_status": trace.exit_status, "status": trace.status,
         "wall_s": trace.wall_s, "threads": trace.threads, "interval_s": trace.interval_s, "source": source,
-        "started_at": started, "meta_json": json.dumps(finite_json(meta), allow_nan=False)}, "trace_id")
+        "started_at": started, "meta_json": json.dumps(finite_json(meta), allow_nan=False),
+        **{k: v for k, v in capacity(trace.samples, trace.interval_s).items() if v is not None}}, "trace_id")
     insert_rows(conn, "trace_samples", _sample_rows(trace_id, trace.samples))
     ids = allocate_ids(conn, "phases_id_seq", len(trace.phases))
     insert_rows(conn, "phases", [

@@ -1,0 +1,41 @@
+"""A node that cannot hold the application is not slower, it is wrong: `match` says so instead of a time.
+
+The app's footprint is its trace's peak resident memory (registry/trace/capacity.py); a node's
+memory is its inventory's (`nodereg profile`), or what `nodereg import specs` or a VM type name set.
+A node with less memory than the footprint leaves the ranking with the reason, and gets no stored
+time prediction: projecting its time by a ratio would pretend it runs. Nodes of unknown memory, and
+apps of unknown footprint, are not judged.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from registry.match.project import MatchResult
+
+GIB = 2**30
+
+
+def node_memory(conn: sa.Connection) -> dict[str, int]:
+    """node -> memory bytes, for the nodes whose memory is known."""
+    return {r[0]: int(r[1]) for r in conn.execute(sa.text("SELECT name, memory_bytes FROM nodes "
+                                                          "WHERE memory_bytes > 0"))}
+
+
+def apply_capacity(result: MatchResult, footprint_bytes: int | None, memory: dict[str, int]) -> None:
+    """Move the nodes of `result` that cannot hold `footprint_bytes` into `result.excluded`; re-rank."""
+    if not footprint_bytes:
+        return
+    kept = []
+    for n in result.nodes:
+        have = memory.get(n.node)
+        if have is not None and have < footprint_bytes:
+            result.excluded.append({"node": n.node, "fits": False, "predicted_s": None, "cost": None,
+                                    "reason": f"cannot hold the app: it needs {footprint_bytes / GIB:.3g} GiB "
+                                              f"(peak resident memory), the node has {have / GIB:.3g} GiB"})
+        else:
+            kept.append(n)
+    for i, n in enumerate(kept, 1):
+        n.rank = i
+    result.nodes = kept
+    result.footprint_bytes = footprint_bytes
