@@ -31,7 +31,7 @@ def match(
     st = state(ctx)
     with _reader(st).connect() as conn:
         found = find_trace(conn, trace)
-        inputs = load_inputs(conn, found, base=base, nodes=targets)
+        inputs = load_inputs(conn, found, base=base, nodes=targets, model=model)
         digest = None if no_store else inputs_digest(conn, inputs, identity)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already
