@@ -109,7 +109,8 @@ def _marker_program(streams: int) -> list[str]:
     code = ("from registry.trace import markers\n"
             "with markers.phase('solve'):\n"
             f"    for i in range({streams}):\n"
-            "        markers.stream('solve', 1000 * (i + 1), 8, 8, 'C' if i else 'P')\n")
+            "        markers.stream('solve', 1000 * (i + 1), 8, 8, 'C' if i else 'P')\n"
+            "    markers.iterations('solve', 2.5e9)\n")
     return [sys.executable, "-c", code]
 
 
@@ -117,6 +118,10 @@ def test_declared_streams_reach_phase_streams(cli, db_url):
     res = cli("trace", "--name", "declared", "--", *_marker_program(2))
     assert res.code == 0, res.err
     assert _stored_streams(db_url) == [("solve", 0, 1000, 8, "P"), ("solve", 1, 2000, 8, "C")]
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        assert conn.execute(sa.text("SELECT iterations FROM phases WHERE name = 'solve'")).scalar_one() == 2.5e9
+    reg.close()
 
 
 def test_too_many_streams_keep_the_trace_without_them(cli, db_url):

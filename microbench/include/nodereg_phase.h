@@ -16,6 +16,7 @@
  *   NODEREG_PHASE_STREAM("solve", n * n, 8, 8, 'C', "seq");   // size (elements), stride (bytes),
  *                                                              // element bytes, C|P, seq|random
  * one call per stream, in the thesis's positional order; stored as the phase's phase_streams.
+ *   NODEREG_PHASE_ITERATIONS("solve", n * n * n / threads);  // loop iterations of the slowest thread
  */
 #ifndef NODEREG_PHASE_H
 #define NODEREG_PHASE_H
@@ -66,9 +67,18 @@ static inline void nodereg_phase_stream_(const char *name, long long size_elems,
                                        stride_bytes, elem_bytes, access, pattern));
 }
 
+static inline void nodereg_phase_iterations_(const char *name, double n)
+{
+    if (nodereg_phase_open_() < 0)
+        return;
+    char line[512];
+    nodereg_phase_send_(line, snprintf(line, sizeof line, "iterations %s %.17g\n", name, n));
+}
+
 #define NODEREG_PHASE_BEGIN(name) nodereg_phase_mark_("begin", (name))
 #define NODEREG_PHASE_END(name) nodereg_phase_mark_("end", (name))
 #define NODEREG_PHASE_STREAM(name, size_elems, stride_bytes, elem_bytes, access, pattern) \
     nodereg_phase_stream_((name), (long long)(size_elems), (long long)(stride_bytes), (elem_bytes), (access), (pattern))
+#define NODEREG_PHASE_ITERATIONS(name, n) nodereg_phase_iterations_((name), (double)(n))
 
 #endif /* NODEREG_PHASE_H */

@@ -103,7 +103,8 @@ def streamed_phases(phases: list) -> list:
 def no_streams_error(app: str) -> UserError:
     return UserError(f"the trace of {app!r} has no phase with memory streams and loop iterations, which the "
                      "corredor model needs: trace it with `nodereg trace --streams -- CMD`, or declare a marker "
-                     "phase's streams (NODEREG_PHASE_STREAM in C, registry.trace.markers.stream in Python)")
+                     "phase's streams and iterations (NODEREG_PHASE_STREAM and NODEREG_PHASE_ITERATIONS in C, "
+                     "registry.trace.markers.stream and .iterations in Python)")
 
 
 def project_phase(phase, time_s: float, inputs, cache: dict) -> PhaseResult:

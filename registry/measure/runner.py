@@ -36,10 +36,10 @@ class Interrupted(Exception):
 
 @dataclass
 class Marker:
-    verb: str      # begin | end | stream (a declared stream of phase `name`, see registry.trace.markers)
+    verb: str      # begin | end | stream | iterations (declared by phase `name`, see registry.trace.markers)
     name: str
     t_s: float     # seconds since the command started
-    args: tuple[str, ...] = ()    # stream: size_elems stride_bytes elem_bytes access pattern
+    args: tuple[str, ...] = ()    # stream: size_elems stride_bytes elem_bytes access pattern; iterations: n
 
 
 @dataclass
@@ -169,8 +169,8 @@ class _MarkerReader:
         now = time.monotonic() - self.t0
         for line in lines:
             parts = line.decode(errors="replace").split()
-            if len(parts) == 7 and parts[0] == "stream":
-                self.markers.append(Marker("stream", parts[1], now, tuple(parts[2:])))
+            if (len(parts), parts[0]) in ((7, "stream"), (3, "iterations")):
+                self.markers.append(Marker(parts[0], parts[1], now, tuple(parts[2:])))
                 continue
             if len(parts) < 2 or parts[0] not in ("begin", "end"):
                 continue

@@ -13,7 +13,9 @@ most). Outside a trace the markers cost one environment look-up and do nothing.
 Manual stream probes (Corredor 2011's fallback when the author knows the access pattern): one
 line "stream NAME SIZE_ELEMS STRIDE_BYTES ELEM_BYTES C|P seq|random" per stream, in the
 thesis's positional order, declares a stream of marker phase NAME (``stream(...)`` below,
-NODEREG_PHASE_STREAM in C); the tracer stores them as that phase's phase_streams.
+NODEREG_PHASE_STREAM in C); the tracer stores them as that phase's phase_streams. "iterations NAME
+N" gives the phase's loop iterations of the slowest thread (``iterations(...)``,
+NODEREG_PHASE_ITERATIONS), from which the thesis's time per iteration follows.
 
 This module imports only the standard library (no numpy/pandas): applications import it.
 """
@@ -76,6 +78,13 @@ def stream(phase_name: str, size_elems: int, stride_bytes: int, elem_bytes: int 
     if access not in ("C", "P") or pattern not in ("seq", "random"):
         raise ValueError("stream access must be 'C' or 'P' and pattern 'seq' or 'random'")
     _send(f"stream {_clean(phase_name)} {int(size_elems)} {int(stride_bytes)} {int(elem_bytes)} {access} {pattern}\n")
+
+
+def iterations(phase_name: str, n: float) -> None:
+    """Declare the loop iterations of the slowest thread in marker phase `phase_name` (all its calls)."""
+    if not float(n) > 0:
+        raise ValueError("iterations must be positive")
+    _send(f"iterations {_clean(phase_name)} {float(n):.17g}\n")
 
 
 def begin(name: str) -> None:

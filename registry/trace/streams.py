@@ -28,6 +28,16 @@ def _descriptor(m: Marker) -> dict:
             "access": access, "pattern": pattern}
 
 
+def _iterations(m: Marker) -> float:
+    try:
+        n = float(m.args[0])
+    except ValueError:
+        n = 0.0
+    if not n > 0 or n != n or n == float("inf"):
+        raise UserError(f"phase {m.name}: declared iterations {m.args[0]} is not a positive number")
+    return n
+
+
 def _check_count(name: str, n: int) -> None:
     if n > MAX_STREAMS:
         raise UserError(f"phase {name} has {n} streams; the similarity index combines at most {MAX_STREAMS} "
@@ -35,18 +45,22 @@ def _check_count(name: str, n: int) -> None:
 
 
 def attach_declared(phases: list[Phase], markers: list[Marker]) -> list[str]:
-    """Declared streams onto their marker phases; notes for streams of phases that were never marked."""
+    """Declared streams and iterations onto their marker phases; notes for phases never marked."""
     declared: dict[str, list[dict]] = {}
     for m in markers:
         if m.verb == "stream":
             declared.setdefault(m.name, []).append(_descriptor(m))
+    counts = {m.name: _iterations(m) for m in markers if m.verb == "iterations"}
     marked = {p.name: p for p in phases if p.method == "marker"}
     for name, streams in declared.items():
         _check_count(name, len(streams))
         if name in marked:
             marked[name].streams = streams
-    return [f"streams declared for {name}, which has no begin/end markers: left out"
-            for name in sorted(set(declared) - set(marked))]
+    for name, n in counts.items():
+        if name in marked:
+            marked[name].iterations = n
+    return [f"streams or iterations declared for {name}, which has no begin/end markers: left out"
+            for name in sorted((set(declared) | set(counts)) - set(marked))]
 
 
 def attach_probed(phases: list[Phase], probe: ProbeResult) -> Phase | None:
