@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NPB = ROOT.parent.parent / "shared" / "workloads" / "npb-cpp-omp.tar.gz"
-INPUTS = {"matmul": ["120"], "nbody": ["500", "2"], "bt": []}   # small: the probe runs ~500x slower
+INPUTS = {"matmul": ["200"], "nbody": ["1000", "2"], "bt": []}   # small: the probe runs ~500x slower
 
 
 def nodereg(db: str, *args: str) -> str:
@@ -77,8 +77,8 @@ def main() -> None:
         rows = []
         for name in args.programs.split(","):
             argv = build(name, Path(tmp), args.npb)
-            trace = json.loads(nodereg(db, "trace", "--node", "two", "--name", name, "--streams", "--json", "--",
-                                       *argv))
+            out = nodereg(db, "trace", "--node", "two", "--name", name, "--streams", "--json", "--", *argv)
+            trace = json.loads(out[out.index("{"):])   # after what the program itself printed
             streams = [(p["name"], p["streams"]) for p in trace["phases"] if p.get("streams")]
             real_two, real_one = measured(argv, "0,1", args.runs), measured(argv, "0", args.runs)
             corredor_one, doc = predicted(db, name, "corredor")
