@@ -40,11 +40,12 @@ def _config(conn, ub: str, threads: int) -> int:
     return cid
 
 
-def _trace(streams=(STREAM,), iterations=4.5e9) -> Trace:
+def _trace(streams=(STREAM,), iterations=4.5e9, cpu_util=1.98, omp_threads=None) -> Trace:
     phase = Phase("main._omp_fn.0", "omp", 0.5, 9.5, 0.9, 9.0, iterations=iterations, streams=list(streams),
-                  signature={"proc": {"cpu_util": 1.98}})
+                  signature={"proc": {"cpu_util": cpu_util}})
     return Trace(name="mm", node="two", host="h", command=["mm"], exit_status=0, status="ok", wall_s=10.0,
-                 interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc", "streams"], phases=[phase])
+                 interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc", "streams"], phases=[phase],
+                 meta={"omp_max_threads": omp_threads})
 
 
 @pytest.fixture
@@ -97,6 +98,15 @@ def test_trace_file_carries_the_streams(cli, registry):
     res = cli("match", str(path), "--model", "corredor", "--json", "--no-store")
     assert res.code == 0, res.err
     assert json.loads(res.out)["phases"][0]["matches"][0]["index"] == 125
+
+
+def test_an_openmp_region_uses_its_team_not_a_short_runs_cpu_samples(cli, registry):
+    path = write_trace(_trace(cpu_util=0.6, omp_threads=2), registry / "short.json")
+    res = cli("match", str(path), "--model", "corredor", "--json", "--explain", "--no-store")
+    assert res.code == 0, res.err
+    per_node = json.loads(res.out)["phases"][0]["per_node"]
+    assert per_node["two"]["threads"] == 2 and per_node["one"]["threads"] == 1
+    assert per_node["one"]["predicted_s"] == pytest.approx(0.0025e-6 * 4.5e9 * 2)
 
 
 def test_a_trace_without_streams_names_the_command(cli, registry):

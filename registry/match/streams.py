@@ -107,10 +107,20 @@ def no_streams_error(app: str) -> UserError:
                      "registry.trace.markers.stream and .iterations in Python)")
 
 
+def _thread_mode(phase, trace, base_cpus: int) -> tuple[str, int]:
+    """As the default model (registry.match.references.thread_mode), except for an OpenMP region of a
+    run told no thread count: the shim counted its team, which is exact where the CPU samples of a
+    short run (the inputs a stream probe affords) are not."""
+    team = trace.meta.get("omp_max_threads") if phase.method == "omp" and not trace.threads else None
+    if team:
+        return refs_mod.thread_mode(float(team), None, base_cpus)
+    return refs_mod.thread_mode(cpu_util(phase.signature), trace.threads, base_cpus)
+
+
 def project_phase(phase, time_s: float, inputs, cache: dict) -> PhaseResult:
     """One phase by the thesis's method: its winner on the base node, its estimate on every target."""
     profiles = inputs.profiles
-    mode, k = refs_mod.thread_mode(cpu_util(phase.signature), inputs.found.trace.threads, profiles.n_cpus[inputs.base])
+    mode, k = _thread_mode(phase, inputs.found.trace, profiles.n_cpus[inputs.base])
     counts = refs_mod.threads_on(profiles, mode, k)
     threads = {n: t for n, t in zip(profiles.node_names.tolist(), counts.tolist()) if t > 0}
     if (mode, threads[inputs.base]) not in cache:
