@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reproduce Corredor (2011)'s seven cases with the ``corredor`` model, from the published inputs.
 
-Loads scripts/data/corredor2011.json (the thesis's profile tables, phases and per-node times per
+Loads registry/models/corredor/data/corredor2011.json (the thesis's profile tables, phases and per-node times per
 iteration of the selected configs, with its errata), takes the similarity zones from a fresh
 temporary registry (or --db), runs the matcher and the estimator, and prints the thesis's tables
 next to ours. Exits 1 when a winner, index or estimate differs from the thesis beyond rounding.
@@ -25,11 +25,10 @@ from rich.table import Table
 from registry.cli.output import console, print_json
 from registry.db import open_registry
 from registry.errors import UserError
-from registry.models.corredor.thesis import (CaseResult, ThesisData, aggregate, agrees_with_thesis, load_thesis,
+from registry.models.corredor.thesis import (DATA, CaseResult, ThesisData, aggregate, agrees_with_thesis, load_thesis,
                                             reproduce)
 from registry.models.corredor.zones import Zones, load_zones
 
-DATA = Path(__file__).resolve().parent / "data" / "corredor2011.json"
 
 
 def zones_from(db: str | None, version: int | None) -> Zones:

@@ -1,4 +1,4 @@
-"""Golden reproduction of Corredor (2011): from the published inputs (scripts/data/corredor2011.json)
+"""Golden reproduction of Corredor (2011): from the published inputs (registry/models/corredor/data/corredor2011.json)
 and the zones seeded in a fresh registry, the matcher and the estimator give the thesis's winners,
 indexes, per-row comparison tables and estimates, within the rounding of the printed values.
 
@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from registry.db import open_registry
-from registry.models.corredor.thesis import aggregate, load_thesis, reproduce
+from registry.models.corredor.thesis import DATA, aggregate, load_thesis, reproduce
 from registry.models.corredor.zones import load_zones
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "scripts" / "data" / "corredor2011.json"
 
 # case: (winner, index, published estimates BN/TN1/TN2/TN3 in s, iterations x1e6) - Tables 3.27/3.28, 4.10/4.11,
 # 4.20/4.21, 4.27/4.28, 4.34/4.35, 4.41/4.42, 4.48/4.49

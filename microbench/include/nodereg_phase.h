@@ -11,6 +11,12 @@
  * no reader) the macros do nothing but one getenv on first use. NAME must not contain whitespace.
  * Every line is one write(2) of less than PIPE_BUF bytes, so threads and child processes may mark
  * concurrently without interleaving. Header-only: no library to link.
+ *
+ * Manual stream probes (Corredor 2011's fallback, when the author knows the phase's streams):
+ *   NODEREG_PHASE_STREAM("solve", n * n, 8, 8, 'C', "seq");   // size (elements), stride (bytes),
+ *                                                              // element bytes, C|P, seq|random
+ * one call per stream, in the thesis's positional order; stored as the phase's phase_streams.
+ *   NODEREG_PHASE_ITERATIONS("solve", n * n * n / threads);  // loop iterations of the slowest thread
  */
 #ifndef NODEREG_PHASE_H
 #define NODEREG_PHASE_H
@@ -23,25 +29,56 @@
 
 static int nodereg_phase_fd_ = -2; /* -2: not opened yet, -1: no tracer */
 
-static inline void nodereg_phase_mark_(const char *verb, const char *name)
+static inline int nodereg_phase_open_(void)
 {
     if (nodereg_phase_fd_ == -2) {
         const char *path = getenv("NODEREG_PHASE_FIFO");
         nodereg_phase_fd_ = (path && *path) ? open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
     }
-    if (nodereg_phase_fd_ < 0)
-        return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    char line[512];
-    int n = snprintf(line, sizeof line, "%s %s %lld.%09ld\n", verb, name, (long long)ts.tv_sec, ts.tv_nsec);
-    if (n > 0 && n < (int)sizeof line) {
+    return nodereg_phase_fd_;
+}
+
+static inline void nodereg_phase_send_(const char *line, int n)
+{
+    if (n > 0 && n < 512) {
         ssize_t written = write(nodereg_phase_fd_, line, (size_t)n);
         (void)written; /* a lost marker must never disturb the application */
     }
 }
 
+static inline void nodereg_phase_mark_(const char *verb, const char *name)
+{
+    if (nodereg_phase_open_() < 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    char line[512];
+    nodereg_phase_send_(line, snprintf(line, sizeof line, "%s %s %lld.%09ld\n", verb, name, (long long)ts.tv_sec,
+                                       ts.tv_nsec));
+}
+
+static inline void nodereg_phase_stream_(const char *name, long long size_elems, long long stride_bytes,
+                                         int elem_bytes, char access, const char *pattern)
+{
+    if (nodereg_phase_open_() < 0)
+        return;
+    char line[512];
+    nodereg_phase_send_(line, snprintf(line, sizeof line, "stream %s %lld %lld %d %c %s\n", name, size_elems,
+                                       stride_bytes, elem_bytes, access, pattern));
+}
+
+static inline void nodereg_phase_iterations_(const char *name, double n)
+{
+    if (nodereg_phase_open_() < 0)
+        return;
+    char line[512];
+    nodereg_phase_send_(line, snprintf(line, sizeof line, "iterations %s %.17g\n", name, n));
+}
+
 #define NODEREG_PHASE_BEGIN(name) nodereg_phase_mark_("begin", (name))
 #define NODEREG_PHASE_END(name) nodereg_phase_mark_("end", (name))
+#define NODEREG_PHASE_STREAM(name, size_elems, stride_bytes, elem_bytes, access, pattern) \
+    nodereg_phase_stream_((name), (long long)(size_elems), (long long)(stride_bytes), (elem_bytes), (access), (pattern))
+#define NODEREG_PHASE_ITERATIONS(name, n) nodereg_phase_iterations_((name), (double)(n))
 
 #endif /* NODEREG_PHASE_H */

@@ -48,7 +48,7 @@ def match(
     st = state(ctx)
     with current_reader(st).connect() as conn:
         found = find_trace(conn, trace)
-        inputs = load_inputs(conn, found, base=base, nodes=targets)
+        inputs = load_inputs(conn, found, base=base, nodes=targets, model=model)
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:

@@ -69,6 +69,9 @@ def trace(
     probe_cmd: str = typer.Option(None, "--probe-cmd", help="Command (reduced input) for the cachegrind pass, "
                                                             "split like a shell would but never run by one."),
     omp: bool = typer.Option(True, "--omp/--no-omp", help="Time OpenMP parallel regions (GCC libgomp shim)."),
+    streams: bool = typer.Option(False, "--streams", help="Add a stream-probe pass (valgrind lackey, same input; "
+                                                          "hundreds of times slower): the memory streams that "
+                                                          "`match --model corredor` needs (docs/corredor.md)."),
     out: Path = typer.Option(None, "--out", help="Also write the portable trace file (JSON) here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON."),
 ) -> None:
@@ -92,6 +95,9 @@ def trace(
         raise UserError("--probe-cmd is the input of the cachegrind pass: add --cachegrind")
     if probe:
         check_command(probe)
+    if streams:
+        from registry.measure.streams import check_available
+        check_available()
     if out:
         _check_writable(out)
     with state(ctx).registry().begin() as conn:
@@ -120,7 +126,7 @@ def trace(
         result, notes = trace_command(
             argv, name=name or Path(argv[0]).name, node=node_row["name"], interval_s=interval,
             timeout_s=timeout, cpus=cpus, inventory=inventory, cachegrind=cachegrind, probe_cmd=probe,
-            omp=omp, status=status)
+            omp=omp, streams=streams, status=status)
     except (Interrupted, KeyboardInterrupt):  # (typer would turn a KeyboardInterrupt into a silent exit 130)
         raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",
                         exit_code=130) from None
@@ -147,6 +153,10 @@ def trace(
         _print_phases(result)
     err_console.print(f"trace {uid} stored ({result.status}, {result.wall_s:.2f} s, {len(result.phases)} phases)"
                       + (f"; written to {out}" if out else ""), highlight=False)
+    probe_error = (result.meta.get("streams") or {}).get("error")
+    if probe_error and result.status == "ok":
+        err_console.print(f"error: {probe_error} (the trace is stored without them)", highlight=False)
+        raise typer.Exit(1)
     if result.status == "timeout":
         err_console.print(f"error: {argv[0]} ran past --timeout {timeout:g} s: its process tree was killed",
                           highlight=False)
@@ -178,7 +188,11 @@ def _print_phases(result) -> None:
             value = p.signature.get(src, {}).get(metric)
             if value is not None:
                 row[metric] = value
+        if p.streams:
+            row["streams"] = " ".join(f"{st['size_elems']}/{st['stride_bytes']}/{st['elem_bytes']}B/{st['access']}"
+                                      for st in p.streams)
         rows.append(row)
     columns = ["phase", "method", "start_s", "end_s", "weight", "calls"]
     columns += [m for _, m in SHOWN_METRICS if any(m in r for r in rows)]
+    columns += ["streams"] if any("streams" in r for r in rows) else []
     print_table(rows, columns, title=f"{result.name}: {result.status}, {result.wall_s:.2f} s")

@@ -33,6 +33,8 @@ class Phase:
     intervals: list[list[float]] = field(default_factory=list)   # [start_s, end_s] of each occurrence
     signature: dict[str, dict[str, float]] = field(default_factory=dict)   # source -> metric -> value
     iterations: float | None = None
+    # memory streams (Corredor 2011), positional: phase_streams rows without owner and index
+    streams: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -149,12 +151,29 @@ def _phase(ph, i: int, where: str) -> Phase:
         if not isinstance(metrics, dict) or not all(_is_metric(v) for v in metrics.values()):
             raise UserError(f"{where}: signature {src!r} is not an object of numbers (or nulls)")
     iterations = _number(ph, "iterations", where, default=None)
+    streams = [_stream(st, f"{where}: stream {j}") for j, st in enumerate(_optional(ph, "streams", list, where, []))]
     return Phase(
         name=str(ph.get("name") or f"phase {i}"), method=str(ph.get("method") or "import"),
         start_s=start, end_s=end, weight=weight, time_s=_number(ph, "time_s", where, default=None) or end - start,
         calls=_optional(ph, "calls", int, where, None) or 1, intervals=[[float(a), float(b)] for a, b in intervals],
         signature={str(src): {str(k): _num(v) for k, v in metrics.items()} for src, metrics in signature.items()},
-        iterations=iterations)
+        iterations=iterations, streams=streams)
+
+
+_STREAM_FIELDS = {"size_elems": int, "stride_bytes": int, "elem_bytes": int, "dtype": str, "access": str,
+                  "pattern": str}
+
+
+def _stream(st, where: str) -> dict:
+    """One stream descriptor: positive whole sizes, access C or P, pattern seq or random."""
+    if not isinstance(st, dict):
+        raise UserError(f"{where} is not an object")
+    _check_fields(st, _STREAM_FIELDS, where)
+    if any(st[k] <= 0 for k in ("size_elems", "stride_bytes", "elem_bytes")):
+        raise UserError(f"{where}: sizes and stride must be positive")
+    if st["access"] not in ("C", "P") or st["pattern"] not in ("seq", "random"):
+        raise UserError(f"{where}: access must be C or P and pattern seq or random")
+    return {k: st[k] for k in _STREAM_FIELDS}
 
 
 def _num(value) -> float:

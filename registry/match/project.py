@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.match import references as refs_mod
-from registry.models.base import NEEDS_SIGNATURES, NodePrediction, Query
+from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
 from registry.trace.lookup import FoundTrace
 
@@ -115,7 +115,7 @@ class MatchResult:
         return out
 
 
-def _cpu_util(signature: dict) -> float | None:
+def cpu_util(signature: dict) -> float | None:
     value = signature.get("proc", {}).get("cpu_util")
     return float(value) if value is not None and math.isfinite(value) else None
 
@@ -147,7 +147,7 @@ def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: 
 
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, options: dict, nodes: list[str],
                    cache: dict, fixed_threads: int | None) -> PhaseResult:
-    util = _cpu_util(phase.signature)
+    util = cpu_util(phase.signature)
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
@@ -190,6 +190,7 @@ class Inputs:
     phases: list
     runs: list[tuple]            # the app's measured runs on the base node: (uid, threads, time_s), oldest first
     base_time_s: float
+    stream_refs: object = None   # registry.match.streams.StreamRefs, for a model that needs streams
 
 
 _BASE_RUNS = """
@@ -198,8 +199,9 @@ WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 
 def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
-                nodes: list[str] | None = None) -> Inputs:
-    """What projecting the traced app onto every node (or `nodes`) reads, checked."""
+                nodes: list[str] | None = None, model: str = PROJECTION) -> Inputs:
+    """What projecting the traced app onto every node (or `nodes`) with `model` reads, checked. A
+    model that needs streams (corredor) projects the phases that carry them (registry.match.streams)."""
     trace = found.trace
     base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
@@ -209,7 +211,15 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
     missing = sorted(set(targets) - set(profiles.nodes()))
     if missing:
         raise UserError(f"no profile for node(s) {', '.join(missing)}: profile them first or leave them out")
-    phases = choose_phases(trace.phases)
+    streamed = NEEDS_STREAMS in model_class(model).needs
+    if streamed:
+        from registry.match import streams as stream_match
+
+        phases = choose_phases(stream_match.streamed_phases(trace.phases))
+        if not phases:
+            raise stream_match.no_streams_error(trace.name)
+    else:
+        phases = choose_phases(trace.phases)
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
     runs = [tuple(r) for r in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})]
@@ -217,7 +227,8 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
     if not wall > 0:
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
-    return Inputs(found, base, targets, profiles, phases, runs, wall)
+    return Inputs(found, base, targets, profiles, phases, runs, wall,
+                  stream_match.load_refs(conn) if streamed else None)
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -239,11 +250,17 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
     trace, wall = inputs.found.trace, inputs.base_time_s
     # a phase's share of the run, applied to the base time
     cache: dict = {}
-    results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,
-                              cache, fixed_threads) for p in inputs.phases]
+    if inputs.stream_refs is not None:
+        from registry.match import streams as stream_match
+
+        results = [stream_match.project_phase(p, p.weight * wall, inputs, cache) for p in inputs.phases]
+    else:
+        results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,
+                                  cache, fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
-    warnings = [w for r in results for w in r.warnings] + warnings
+    warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
+                                  [w for r in results for p in r.predictions.values() for w in p.warnings]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
                        nodes_out, results, warnings)
 

@@ -42,7 +42,8 @@ def inputs_digest(conn: sa.Connection, inputs: Inputs, identity: tuple[str, str]
         trace_part = inputs.found.uid
     else:  # a file: what the projection reads of it (stdlib json: a file may hold integers beyond 64 bits)
         trace_part = json.dumps([trace.name, trace.node, trace.threads, trace.status, trace.wall_s,
-                                 [[p.name, p.method, p.weight, p.signature] for p in trace.phases]], sort_keys=True)
+                                 [[p.name, p.method, p.weight, p.signature, *([p.streams] if p.streams else [])]
+                                  for p in trace.phases]], sort_keys=True)
     latest = read_arrays(conn, _LATEST_PROFILES)
     used = set(inputs.targets) | {inputs.base}
     profiles = sorted((name, cpus, uid) for name, cpus, uid in

@@ -92,7 +92,7 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
         log = Path(tmp) / "valgrind.log"
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--trace-children=yes", *opts,
                f"--log-file={log}", f"--cachegrind-out-file={tmp}/cachegrind.out.%p", *argv]
-        returncode = _run_watched(cmd, Path(tmp), env=env, cpus=cpus, timeout_s=timeout_s, stdin_text=stdin_text)
+        returncode = run_watched(cmd, Path(tmp), env=env, cpus=cpus, timeout_s=timeout_s, stdin_text=stdin_text)
         outputs = sorted(Path(tmp).glob("cachegrind.out.*"))
         if returncode == -signal.SIGILL:
             raise UserError(f"valgrind cannot run {argv[0]}'s instructions (SIGILL; valgrind lacks AVX-512): "
@@ -115,22 +115,24 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
     return CachegrindStats(total=total, functions=functions, options=opts)
 
 
-def _run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text) -> int:
+def run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text=None, pass_fds=(),
+                what: str = "the cachegrind pass") -> int:
     """Run valgrind to its end; its exit status. A watchdog (registry.measure.watchdog) kills it, and
-    what it runs, if this process is killed meanwhile: the pass may take minutes."""
+    what it runs, if this process is killed meanwhile: the pass may take minutes. `pass_fds`: file
+    descriptors valgrind keeps (the stream probe's log pipe)."""
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     watchdog = Watchdog(tmp)
     try:
         proc = subprocess.Popen(cmd, env=env, preexec_fn=preexec, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, text=True,
-                                stdin=subprocess.PIPE if stdin_text is not None else None)
+                                stdin=subprocess.PIPE if stdin_text is not None else None, pass_fds=pass_fds)
         watchdog.tell([proc.pid])
         try:
             proc.communicate(stdin_text, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             kill_tree(proc.pid)
             proc.wait()
-            raise UserError(f"the cachegrind pass ran past {timeout_s:g} s") from None
+            raise UserError(f"{what} ran past {timeout_s:g} s") from None
         except BaseException:   # Ctrl-C: valgrind and what it runs go too
             kill_tree(proc.pid)
             proc.wait()

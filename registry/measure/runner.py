@@ -36,9 +36,10 @@ class Interrupted(Exception):
 
 @dataclass
 class Marker:
-    verb: str      # begin | end
+    verb: str      # begin | end | stream | iterations (declared by phase `name`, see registry.trace.markers)
     name: str
     t_s: float     # seconds since the command started
+    args: tuple[str, ...] = ()    # stream: size_elems stride_bytes elem_bytes access pattern; iterations: n
 
 
 @dataclass
@@ -168,6 +169,9 @@ class _MarkerReader:
         now = time.monotonic() - self.t0
         for line in lines:
             parts = line.decode(errors="replace").split()
+            if (len(parts), parts[0]) in ((7, "stream"), (3, "iterations")):
+                self.markers.append(Marker(parts[0], parts[1], now, tuple(parts[2:])))
+                continue
             if len(parts) < 2 or parts[0] not in ("begin", "end"):
                 continue
             t_s = now

@@ -10,6 +10,13 @@ single write, NAME without whitespace, T (optional) the CLOCK_MONOTONIC time in 
 the phase began or ended. Without T the tracer timestamps the line on arrival (a few ms late at
 most). Outside a trace the markers cost one environment look-up and do nothing.
 
+Manual stream probes (Corredor 2011's fallback when the author knows the access pattern): one
+line "stream NAME SIZE_ELEMS STRIDE_BYTES ELEM_BYTES C|P seq|random" per stream, in the
+thesis's positional order, declares a stream of marker phase NAME (``stream(...)`` below,
+NODEREG_PHASE_STREAM in C); the tracer stores them as that phase's phase_streams. "iterations NAME
+N" gives the phase's loop iterations of the slowest thread (``iterations(...)``,
+NODEREG_PHASE_ITERATIONS), from which the thesis's time per iteration follows.
+
 This module imports only the standard library (no numpy/pandas): applications import it.
 """
 
@@ -49,13 +56,35 @@ def mark(verb: str, name: str) -> None:
     """Write one marker line ('begin' or 'end'); never raises because the tracer is gone."""
     if verb not in ("begin", "end"):
         raise ValueError(f"marker verb must be 'begin' or 'end', not {verb!r}")
-    line = f"{verb} {_clean(name)} {time.monotonic():.9f}\n".encode()
+    _send(f"{verb} {_clean(name)} {time.monotonic():.9f}\n")
+
+
+def _send(line: str) -> None:
     fd = _writer()
     if fd >= 0:
         try:
-            os.write(fd, line)
+            os.write(fd, line.encode())
         except OSError:
             pass  # a full or closed FIFO must never break the application
+
+
+def stream(phase_name: str, size_elems: int, stride_bytes: int, elem_bytes: int = 8, access: str = "C",
+           pattern: str = "seq") -> None:
+    """Declare one memory stream of marker phase `phase_name` (call once per stream, in order):
+    region size in elements, stride in bytes, element size, C (shared by the threads) or P
+    (private), seq or random."""
+    if min(int(size_elems), int(stride_bytes), int(elem_bytes)) <= 0:
+        raise ValueError("stream size, stride and element size must be positive")
+    if access not in ("C", "P") or pattern not in ("seq", "random"):
+        raise ValueError("stream access must be 'C' or 'P' and pattern 'seq' or 'random'")
+    _send(f"stream {_clean(phase_name)} {int(size_elems)} {int(stride_bytes)} {int(elem_bytes)} {access} {pattern}\n")
+
+
+def iterations(phase_name: str, n: float) -> None:
+    """Declare the loop iterations of the slowest thread in marker phase `phase_name` (all its calls)."""
+    if not float(n) > 0:
+        raise ValueError("iterations must be positive")
+    _send(f"iterations {_clean(phase_name)} {float(n):.17g}\n")
 
 
 def begin(name: str) -> None:

@@ -184,7 +184,7 @@ def marker_phases(markers: list[Marker], wall_s: float) -> list[Phase]:
     for m in sorted(markers, key=lambda m: m.t_s):
         if m.verb == "begin":
             open_at[m.name].append(m.t_s)
-        elif open_at[m.name]:
+        elif m.verb == "end" and open_at[m.name]:
             occurrences[m.name].append([open_at[m.name].pop(), m.t_s])
     for name, starts in open_at.items():
         occurrences[name].extend([s, wall_s] for s in starts)

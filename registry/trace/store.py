@@ -52,6 +52,8 @@ def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[i
          "start_s": p.start_s, "end_s": p.end_s, "weight": p.weight, "time_s": p.time_s,
          "iterations": p.iterations, "calls": p.calls, "intervals_json": json.dumps(p.intervals)}
         for i, (pid, p) in enumerate(zip(ids, trace.phases))])
+    insert_rows(conn, "phase_streams", [
+        {"phase_id": pid, "stream_index": j, **st} for pid, p in zip(ids, trace.phases) for j, st in enumerate(p.streams)])
     insert_rows(conn, "signatures", [
         {"owner_kind": "phase", "owner_id": pid, "source": src, "metric": metric, "value": float(value)}
         for pid, p in zip(ids, trace.phases) for src, metrics in p.signature.items()
@@ -91,11 +93,18 @@ def load(conn: sa.Connection, trace_id: int) -> Trace:
             "SELECT s.owner_id, s.source, s.metric, s.value FROM signatures s JOIN phases p "
             "ON s.owner_kind = 'phase' AND s.owner_id = p.phase_id WHERE p.trace_id = :id"), {"id": trace_id}):
         sigs.setdefault(owner, {}).setdefault(src, {})[metric] = value
+    streams: dict[int, list[dict]] = {}
+    for r in conn.execute(sa.text(
+            "SELECT s.* FROM phase_streams s JOIN phases p ON p.phase_id = s.phase_id WHERE p.trace_id = :id "
+            "ORDER BY s.phase_id, s.stream_index"), {"id": trace_id}).mappings():
+        streams.setdefault(r["phase_id"], []).append(
+            {k: r[k] for k in ("size_elems", "stride_bytes", "dtype", "elem_bytes", "access", "pattern")})
     phases = [Phase(name=p["name"], method=p["method"], start_s=p["start_s"], end_s=p["end_s"],
                     weight=p["weight"], time_s=p["time_s"], calls=p["calls"] or 1,
                     intervals=json.loads(p["intervals_json"]) if p.get("intervals_json")
                     else [[p["start_s"], p["end_s"]]],
-                    signature=sigs.get(p["phase_id"], {}), iterations=p["iterations"]) for p in phase_rows]
+                    signature=sigs.get(p["phase_id"], {}), iterations=p["iterations"],
+                    streams=streams.get(p["phase_id"], [])) for p in phase_rows]
     cells = {(t, m): None if v is None or v != v else v for t, m, v in conn.execute(sa.text(
         "SELECT t_s, metric, value FROM trace_samples WHERE trace_id = :id"), {"id": trace_id})}
     times = sorted({t for t, _ in cells})

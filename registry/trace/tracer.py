@@ -16,10 +16,12 @@ from pathlib import Path
 from registry.errors import UserError
 from registry.inventory import Inventory
 from registry.measure import cachegrind as cg
+from registry.measure import streams as probe
 from registry.measure import counters as perf
 from registry.trace import omp as gomp
 from registry.trace import phases as ph
 from registry.measure import onnode, runner, signature
+from registry.trace import streams as phase_streams
 from registry.measure.sampler import METRICS
 from registry.io.tracefile import Phase, Trace
 
@@ -64,9 +66,13 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
 def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 0.1,
                   timeout_s: float | None = None, cpus: list[int] | None = None, env: dict | None = None,
                   inventory: Inventory | None = None, cachegrind: bool = False,
-                  probe_cmd: list[str] | None = None, omp: bool = True,
+                  probe_cmd: list[str] | None = None, omp: bool = True, streams: bool = False,
                   status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
-    """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...)."""
+    """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...).
+
+    `streams`: a stream-probe pass (registry.measure.streams) on the same command and input (the
+    streams' sizes and the iterations are the run's own). A failed probe keeps the trace: its
+    reason is in ``meta["streams"]["error"]``."""
     started = datetime.now(timezone.utc)
     obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=onnode.thread_env(cpus, env),
                   omp=omp)
@@ -77,6 +83,15 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
               + ph.auto_phases(run.samples, run.wall_s, interval_s))
     signature.attach(phases, run.samples, obs.counter_rows, llc_bytes, interval_s)
     notes, sources = list(obs.notes), list(obs.sources)
+    streams_doc = None
+    try:
+        notes += phase_streams.attach_declared(phases, run.markers)
+    except UserError as exc:
+        streams_doc = {"error": str(exc)}
+    if streams and streams_doc is None:
+        streams_doc = _probe_streams(argv, phases, run, cpus=cpus, env=env, status=status)
+        if "error" not in streams_doc:
+            sources.append("streams")
     cg_doc = None
     if cachegrind:
         if run.status != "ok":
@@ -102,9 +117,23 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         sources=sources, phases=phases, samples=samples, threads=threads, cachegrind=cg_doc,
         meta={"cpu_list": None if cpus is None else ",".join(map(str, cpus)),
               "probe_cmd": probe_cmd, "llc_bytes": llc_bytes, "wss_cost_s": run.wss_cost_s, "cpu_s": run.cpu_s,
-              "omp_max_threads": omp_threads,
+              "omp_max_threads": omp_threads, "streams": streams_doc,
               "counters": [{k: v for k, v in r.items()} for r in obs.counter_rows] or None})
     return trace, notes
+
+
+def _probe_streams(argv: list[str], phases: list[Phase], run, *, cpus, env, status) -> dict:
+    """The stream-probe pass: its summary (with the phase it went to), or {"error": reason}."""
+    if run.status != "ok":
+        return {"error": f"stream probe skipped: the command {run.status}"}
+    if status:
+        status("stream probe (valgrind lackey; hundreds of times slower than the run)")
+    try:
+        result = probe.run(argv, cpus=cpus, env=env)
+        phase = phase_streams.attach_probed(phases, result)
+    except UserError as exc:
+        return {"error": str(exc)}
+    return {**result.summary(), "phase": None if phase is None else phase.name, "program_s": run.wall_s}
 
 
 def _attach_cachegrind(phases: list[Phase], stats: cg.CachegrindStats) -> dict:

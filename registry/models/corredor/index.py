@@ -24,6 +24,7 @@ from registry.errors import UserError
 from registry.models.corredor.zones import Zones
 
 KB_ELEMS = 1024  # the thesis's "size (KB)" column is the element count / 1024 (4000^2 doubles -> 15624)
+MAX_STREAMS = 8  # streams of one phase the index combines: 2^n - 1 queries (255) against every config
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ class CorredorModel(ProjectionModel):
         phases = getattr(query, "phases", ())
         if not phases:
             raise UserError(f"{query.name}: the corredor model needs phases with stream descriptors "
-                            "(trace the application with stream probes)")
+                            "(`nodereg trace --streams -- CMD`, or NODEREG_PHASE_STREAM markers)")
         return self.predict_phases(phases, nodes, query.base_time_s)
 
     def params(self) -> dict:

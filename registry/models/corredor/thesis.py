@@ -6,8 +6,9 @@ the comparison algorithm"), so each case is matched against its own tables, not 
 union (against the union, MM 5000x5000 would prefer mbw1hc(15869,8) of Table 3.22, index 100).
 Per-node times per iteration are published only for the selected configs (the estimation tables).
 
-The data file (``scripts/data/corredor2011.json``) holds the tables as printed plus the errata; the
-ones with ``patches`` are applied unless ``errata=False`` (see docs/corredor.md).
+The data file (``registry/models/corredor/data/corredor2011.json``, shipped in the package: ``DATA``)
+holds the tables as printed plus the errata; the ones with ``patches`` are applied unless
+``errata=False`` (see docs/corredor.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from registry.models.corredor.index import Phase, Profile, Stream
 from registry.models.corredor.select import PhaseMatch, SelectionRules
 from registry.models.corredor.zones import Zones
 from registry.models.base import NodePrediction
+
+DATA = Path(__file__).resolve().parent / "data" / "corredor2011.json"   # package data (the wheel has it)
 
 
 def config_name(ub: str, streams: Sequence[Sequence]) -> str:
@@ -73,7 +76,7 @@ def _apply_patches(tables: dict, errata: list[dict]) -> list[str]:
     return applied
 
 
-def load_thesis(path: Path, errata: bool = True) -> ThesisData:
+def load_thesis(path: Path = DATA, errata: bool = True) -> ThesisData:
     """Read the published inputs; `errata` applies the patches the thesis's own tables imply."""
     try:
         data = json.loads(Path(path).read_text())

@@ -1,0 +1,155 @@
+"""The stream probe (valgrind lackey into microbench/streamprobe.c) and `nodereg trace --streams`.
+
+tests/programs/triad.c and matmul.c are compiled here and probed with two OpenMP threads; their
+streams are known from the source (see each file's header): sizes within 2%, strides exact,
+shared (C) or private (P) right. Declared streams (the thesis's manual fallback) go through the
+marker FIFO. Small inputs: lackey runs hundreds of times slower than the program.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from conftest import assert_one_line_error
+
+from registry.db import open_registry
+from registry.io.tracefile import read_trace
+from registry.measure import streams as probe
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not shutil.which("cc"),
+                                    reason="needs valgrind and a C compiler")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The test programs, built without vectorisation (one element per access, as the source reads)."""
+    out = tmp_path_factory.mktemp("programs")
+    for name in ("triad", "matmul", "fragile"):
+        subprocess.run(["cc", "-O2", "-fopenmp", "-fno-tree-vectorize", str(PROGRAMS / f"{name}.c"), "-o",
+                        str(out / name)], check=True)
+    return out
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+
+
+def _close(value, expected, pct=2.0):
+    return abs(value - expected) <= expected * pct / 100
+
+
+def test_reader_output_is_parsed():
+    text = "total\t1000\t2\t50\t1\nstream\t80000\t8\t8\tP\tseq\t600\t300\t0.9990\t4096\t84096\n"
+    accesses, threads, every, (s,) = probe.parse(text)
+    assert (accesses, threads, every) == (1000, 2, 1)
+    assert s.descriptor() == {"size_elems": 10_000, "stride_bytes": 8, "dtype": "8B", "elem_bytes": 8, "access": "P",
+                              "pattern": "seq"}
+    assert s.iterations == 300
+
+
+@needs_valgrind
+def test_triad_streams_are_found_exactly(built, two_threads):
+    n, reps = 8192, 2
+    result = probe.run([str(built / "triad"), str(n), str(reps)])
+    streams = result.significant()
+    assert len(streams) == 3 and result.threads == 2
+    for s in streams:   # static schedule: each thread owns half of a, b and c
+        assert _close(s.size_bytes / 8, n / 2) and s.stride_bytes == 8 and s.elem_bytes == 8
+        assert s.access == "P" and s.pattern == "seq" and s.iterations == reps * n // 2
+
+
+@needs_valgrind
+def test_matmul_streams_are_found_exactly(built, two_threads):
+    n = 40
+    a, b = probe.run([str(built / "matmul"), str(n)]).significant()   # address order: a, then b
+    assert _close(a.size_bytes / 8, n * n / 2) and a.stride_bytes == 8 and a.access == "P"   # own rows of a
+    assert _close(b.size_bytes / 8, n * n) and b.stride_bytes == 8 * n and b.access == "C"   # all of b, by column
+    assert a.iterations == b.iterations == n * n * n // 2
+
+
+def _stored_streams(db_url) -> list[tuple]:
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT p.name, s.stream_index, s.size_elems, s.stride_bytes, s.access FROM phase_streams s "
+            "JOIN phases p ON p.phase_id = s.phase_id ORDER BY p.name, s.stream_index")).fetchall()
+    reg.close()
+    return [tuple(r) for r in rows]
+
+
+@needs_valgrind
+def test_trace_streams_stores_them_and_writes_them_to_the_file(cli, db_url, built, two_threads, tmp_path):
+    out = tmp_path / "triad.json"
+    res = cli("trace", "--name", "triad", "--out", out, "--", built / "triad", "8192", "2")
+    assert res.code == 0, res.err
+    plain = _stored_streams(db_url)
+    assert plain == []      # no --streams: no probe
+    res = cli("trace", "--name", "triad", "--streams", "--out", out, "--", built / "triad", "8192", "2")
+    assert res.code == 0, res.err
+    stored = _stored_streams(db_url)
+    assert [r[1:] for r in stored] == [(i, 4096, 8, "P") for i in range(3)]
+    (phase,) = [p for p in read_trace(out).phases if p.streams]
+    assert phase.name == stored[0][0] and phase.iterations == 8192 and len(phase.streams) == 3
+
+
+def _assert_error_after_trace(res, *fragments: str) -> None:
+    """A trace that was stored and whose stream part failed: the progress lines, then one error line."""
+    errors = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
+    assert res.code != 0 and len(errors) == 1 and "Traceback" not in res.err, res.err
+    assert res.err.strip().splitlines()[-1] == errors[0] and all(f in errors[0] for f in fragments), res.err
+
+
+def _marker_program(streams: int) -> list[str]:
+    code = ("from registry.trace import markers\n"
+            "with markers.phase('solve'):\n"
+            f"    for i in range({streams}):\n"
+            "        markers.stream('solve', 1000 * (i + 1), 8, 8, 'C' if i else 'P')\n"
+            "    markers.iterations('solve', 2.5e9)\n")
+    return [sys.executable, "-c", code]
+
+
+def test_declared_streams_reach_phase_streams(cli, db_url):
+    res = cli("trace", "--name", "declared", "--", *_marker_program(2))
+    assert res.code == 0, res.err
+    assert _stored_streams(db_url) == [("solve", 0, 1000, 8, "P"), ("solve", 1, 2000, 8, "C")]
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        assert conn.execute(sa.text("SELECT iterations FROM phases WHERE name = 'solve'")).scalar_one() == 2.5e9
+    reg.close()
+
+
+def test_too_many_streams_keep_the_trace_without_them(cli, db_url):
+    res = cli("trace", "--name", "declared", "--", *_marker_program(9))
+    _assert_error_after_trace(res, "phase solve has 9 streams", "at most 8", "stored without them")
+    assert _stored_streams(db_url) == []
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        meta = json.loads(conn.execute(sa.text("SELECT meta_json FROM traces")).scalar_one())
+    reg.close()
+    assert "9 streams" in meta["streams"]["error"]
+
+
+def test_valgrind_missing_is_one_line_before_running(cli, db_url, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))   # no valgrind (and nothing else) on the path
+    res = cli("trace", "--streams", "--", sys.executable, "-c", "pass")
+    assert_one_line_error(res, "--streams needs valgrind")
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM traces")).scalar_one() == 0
+    reg.close()
+
+
+@needs_valgrind
+def test_a_program_failing_under_the_probe_keeps_the_trace(cli, db_url, built):
+    res = cli("trace", "--name", "fragile", "--streams", "--", built / "fragile")   # fails only under valgrind
+    _assert_error_after_trace(res, "failed under the stream probe (exit status 3)", "stored without them")
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        assert conn.execute(sa.text("SELECT status FROM traces")).scalar_one() == "ok"
+    reg.close()
