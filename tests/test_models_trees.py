@@ -9,7 +9,7 @@ from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor,
 
 from registry.errors import UserError
 from registry.models.base import Query, ReferenceSet
-from registry.models.forest import ForestModel, _Forest
+from registry.models.forest import ForestModel, TreeEnsemble
 from registry.models.gbt import GbtModel, _TreeEnsemble
 from registry.models.mob import (MobModel, MobTree, best_configuration, efficiency_index, fluctuation_test,
                                  suplm_pvalue, thesis_weights)
@@ -228,7 +228,7 @@ def test_forest_export_predicts_like_scikit_learn():
     y = np.column_stack([x[:, 0] > 0, x[:, 1] * x[:, 2]]).astype(float)
     for cls in (ExtraTreesRegressor, RandomForestRegressor):
         model = cls(n_estimators=7, random_state=0).fit(x, y)
-        exported = _Forest(json.loads(json.dumps(_Forest.from_sklearn(model).to_dict())))
+        exported = TreeEnsemble(json.loads(json.dumps(TreeEnsemble.from_sklearn(model).to_dict())))
         assert np.allclose(exported.per_tree(x).mean(axis=0), model.predict(x), atol=1e-10)
 
 

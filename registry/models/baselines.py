@@ -111,11 +111,17 @@ class RfSarBaseline(ProjectionModel):
     description = "baseline: one random forest on (sar summary, node one-hot) -> log time ratio"
     needs = frozenset({NEEDS_SIGNATURES})
 
+    options = (Option("n_estimators", int, 100, "trees in the forest", low=1),
+               Option("random_state", int, 0, "seed of the forest"))
+
     def __init__(self, n_estimators: int = 100, random_state: int = 0):
         self.n_estimators, self.random_state = int(n_estimators), int(random_state)
+        self.forest = None
 
     def fit(self, refs: ReferenceSet) -> RfSarBaseline:
         from sklearn.ensemble import RandomForestRegressor
+
+        from registry.models.forest import TreeEnsemble
 
         cols = [c for c in refs.features.columns if c.startswith("sar.")]
         x = refs.features[cols].apply(pd.to_numeric, errors="coerce")
@@ -127,8 +133,9 @@ class RfSarBaseline(ProjectionModel):
         if long.empty or not self.cols:
             raise ValueError("rf-sar needs references with sar features measured on some node")
         rows = self._rows(x.fillna(self.fill).loc[long["ref"]].to_numpy(dtype=float), long["node"].tolist())
-        self.forest = RandomForestRegressor(n_estimators=self.n_estimators, random_state=self.random_state,
-                                            n_jobs=1).fit(rows, long["y"].to_numpy())
+        fitted = RandomForestRegressor(n_estimators=self.n_estimators, random_state=self.random_state,
+                                       n_jobs=1).fit(rows, long["y"].to_numpy())
+        self.forest = TreeEnsemble.from_sklearn(fitted)   # plain arrays: saved as JSON, never pickled
         return self
 
     def _rows(self, x: np.ndarray, nodes: list[str]) -> np.ndarray:
@@ -138,11 +145,31 @@ class RfSarBaseline(ProjectionModel):
         return np.hstack([x, onehot])
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        if self.forest is None:
+            raise NotFittedError(self.name)
         q = pd.to_numeric(query.features.reindex(self.cols), errors="coerce").fillna(self.fill).to_numpy(dtype=float)
         known = [n for n in nodes if n in self.nodes]
-        ratio = dict(zip(known, self.forest.predict(self._rows(np.tile(q, (len(known), 1)), known)))) if known else {}
+        rows = self._rows(np.tile(q, (len(known), 1)), known)
+        ratio = dict(zip(known, self.forest.per_tree(rows)[:, :, 0].mean(axis=0))) if known else {}
         out = []
         for node in nodes:
             t = query.base_time_s * float(np.exp(ratio[node])) if node in ratio else np.nan
             out.append(NodePrediction(node, t, t, t))
         return out
+
+    def params(self) -> dict:
+        if self.forest is None:
+            raise NotFittedError(self.name)
+        return {"n_estimators": self.n_estimators, "random_state": self.random_state, "columns": self.cols,
+                "fill": [float(v) for v in self.fill], "nodes": self.nodes, "trees": self.forest.to_dict()}
+
+    @classmethod
+    def from_params(cls, params: dict) -> RfSarBaseline:
+        from registry.models.forest import TreeEnsemble  # (scikit-learn: imported when used)
+
+        model = cls(params.get("n_estimators", 100), params.get("random_state", 0))
+        if "trees" in params:
+            model.cols, model.nodes = list(params["columns"]), list(params["nodes"])
+            model.fill = pd.Series(params["fill"], index=model.cols, dtype=float)
+            model.forest = TreeEnsemble(params["trees"])
+        return model

@@ -15,7 +15,7 @@ times exp(+-z x the standard deviation of the trees' predictions), z calibrated 
 similarity model's (90 % of measured times inside on Alibaba).
 
 Fitted forests are stored as JSON arrays (each tree's children, split features, thresholds and
-leaf values), never as pickles; ``_Forest`` evaluates them the way scikit-learn does.
+leaf values), never as pickles; ``TreeEnsemble`` evaluates them the way scikit-learn does.
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ _Z_INTERVAL = 1.8
 _KINDS = {"extra": ExtraTreesRegressor, "random": RandomForestRegressor}
 
 
-class _Forest:
+class TreeEnsemble:
     """Fitted regression trees as plain arrays; a prediction is the mean of the trees' leaf values."""
 
     def __init__(self, trees: list[dict]):
         self.trees = [{k: np.asarray(v) for k, v in t.items()} for t in trees]
 
     @classmethod
-    def from_sklearn(cls, model) -> _Forest:
+    def from_sklearn(cls, model) -> TreeEnsemble:
         trees = []
         for est in model.estimators_:
             t = est.tree_
@@ -95,7 +95,7 @@ class ForestModel(ProjectionModel):
         self.hyper = {"n_estimators": int(n_estimators), "min_samples_leaf": int(min_samples_leaf),
                       "max_features": float(max_features), "random_state": int(random_state)}
         self.z_interval = float(z_interval)
-        self.forest: _Forest | None = None
+        self.forest: TreeEnsemble | None = None
         self.columns: list[str] = []
         self.fill: pd.Series | None = None
         self.nodes: list[str] = []
@@ -120,8 +120,8 @@ class ForestModel(ProjectionModel):
         trees = []
         for kind in self.kinds:
             model = _KINDS[kind](n_jobs=1, **self.hyper).fit(xv, target)
-            trees.extend(_Forest.from_sklearn(model).trees)
-        self.forest = _Forest(trees)
+            trees.extend(TreeEnsemble.from_sklearn(model).trees)
+        self.forest = TreeEnsemble(trees)
         return self
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
@@ -160,7 +160,7 @@ class ForestModel(ProjectionModel):
             model.columns, model.nodes = list(params["columns"]), list(params["nodes"])
             model.fill = pd.Series(params["fill"], index=model.columns, dtype=float)
             model.node_median = pd.Series(params["node_median"], index=model.nodes, dtype=float)
-            model.forest = _Forest(params["trees"])
+            model.forest = TreeEnsemble(params["trees"])
         return model
 
     def describe(self) -> str:
