@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from registry.db import utcnow
 from registry.db.names import check_name, find_id, require_id
-from registry.db.relations import removal
+from registry.db.relations import remove
 from registry.db.write import get_or_create, insert_rows
 from registry.inventory import Inventory
 
@@ -72,8 +72,4 @@ def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
     """Delete a node and everything that refers to it, directly or not (registry.db.relations: profiles,
     traces, runs, predictions made on it or from it, ...); returns rows deleted per table. Run it in
     one transaction: the DELETEs go children first and each one selects through its parents."""
-    counts: dict[str, int] = {}
-    for table, where in removal("nodes", "node_id = :id"):
-        res = conn.execute(sa.text(f"DELETE FROM {table} WHERE {where}"), {"id": node_id})
-        counts[table] = max(res.rowcount or 0, 0)
-    return counts
+    return remove(conn, "nodes", "node_id = :id", {"id": node_id})

@@ -8,6 +8,8 @@ schema's `*_id` columns against it): a forgotten one would be left behind as orp
 
 from dataclasses import dataclass, field
 
+import sqlalchemy as sa
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -75,3 +77,12 @@ def removal(table: str, where: str) -> list[tuple[str, str]]:
         if links and spec.table != table:
             selected[spec.table] = " OR ".join(links)
     return list(reversed(selected.items()))
+
+
+def remove(conn: sa.Connection, table: str, where: str, params: dict) -> dict[str, int]:
+    """Run `removal(table, where)` in the caller's transaction; returns the rows deleted per table."""
+    counts: dict[str, int] = {}
+    for child, condition in removal(table, where):
+        res = conn.execute(sa.text(f"DELETE FROM {child} WHERE {condition}"), params)
+        counts[child] = counts.get(child, 0) + max(res.rowcount or 0, 0)
+    return counts
