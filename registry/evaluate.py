@@ -28,8 +28,10 @@ and, for the data itself, the noise floor: each run against the median of the ot
 same app on the same node (every app, on the base and the evaluated nodes; cells with >= 2 runs).
 
 Splits (``split``): ``app`` (above); ``size``: every app of one data size is held out at once and
-the apps of the other sizes are the references (tiny -> small and back on Lumos: extrapolation to
-other inputs); ``cloud`` (`evaluate_cross`): the model is chosen by leave-one-app-out on one cloud's
+the apps of the other sizes are the references (extrapolation to other inputs); ``size-pair``: the
+apps of ONE size are the references and those of the next size up or down are predicted (tiny ->
+small and back on Lumos; every ordered pair of adjacent sizes is a fold, so an app can be predicted
+in two folds and is scored once per fold); ``cloud`` (`evaluate_cross`): the model is chosen by leave-one-app-out on one cloud's
 data and scored on another's. ``select`` (`evaluate_selected`): in every outer fold, the model is
 chosen among the candidates by k-fold cross-validation inside that fold's training apps only.
 
@@ -55,7 +57,8 @@ from registry.models.base import (MODEL_FAILURES, NEEDS_NODE_FEATURES, NEEDS_SIG
                                   ReferenceSet)
 
 SERVABLE_NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
-SPLITS = ("app", "size", "cloud")   # leave one app out | leave one data size out | choose on one cloud, score on another
+# leave one app out | leave one data size out | train on one size, predict the next | choose on one cloud, score on another
+SPLITS = ("app", "size", "size-pair", "cloud")
 SIZE_FEATURE = "meta.datasize_rank"
 INNER_FOLDS = 5
 
@@ -257,6 +260,12 @@ def choice_quality(predicted: pd.Series, actual: pd.Series) -> tuple[bool, float
     return bool(chosen <= best), float(chosen / best - 1.0)
 
 
+def _per_app(predictions: pd.DataFrame):
+    """The rows of each app's choice: per fold and app where rows name their fold (``size-pair``
+    predicts an app in two folds, two separate choices)."""
+    return predictions.groupby(["fold", "app"] if "fold" in predictions.columns else "app")
+
+
 def cost_regret(predictions: pd.DataFrame, prices: pd.Series) -> float | None:
     """Mean over apps of (measured cost per run on the node chosen as cheapest by the predictions) /
     (the cheapest measured cost per run) - 1, over the priced nodes."""
@@ -265,7 +274,7 @@ def cost_regret(predictions: pd.DataFrame, prices: pd.Series) -> float | None:
         return None
     price = p["node"].map(prices).to_numpy()
     p = p.assign(pred_cost=p["predicted_s"].to_numpy() * price, cost=p["actual_s"].to_numpy() * price)
-    regret = [g.loc[g["pred_cost"].idxmin(), "cost"] / g["cost"].min() - 1.0 for _, g in p.groupby("app")]
+    regret = [g.loc[g["pred_cost"].idxmin(), "cost"] / g["cost"].min() - 1.0 for _, g in _per_app(p)]
     return float(np.mean(regret))
 
 
@@ -279,7 +288,7 @@ def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node
                 "regret": None, "coverage": None, "run_mape": None, "cost_regret": None}
     ape = (p["predicted_s"] - p["actual_s"]).abs() / p["actual_s"]
     top1, top3, regret = [], [], []
-    for _, g in p.groupby("app"):
+    for _, g in _per_app(p):
         hit, loss = choice_quality(g["predicted_s"], g["actual_s"])
         top1.append(hit)
         top3.append(bool(g["actual_s"][g["predicted_s"].idxmin()] <= g["actual_s"].nsmallest(3).max()))
@@ -304,7 +313,7 @@ class ModelResult:
     kind: str                      # 'model' | 'baseline' (the class says so: Model.baseline) | 'selected'
     metrics: dict
     seconds: float
-    predictions: pd.DataFrame      # app, node, base_s, predicted_s, low_s, high_s, actual_s
+    predictions: pd.DataFrame      # fold, app, node, base_s, predicted_s, low_s, high_s, actual_s
     error: str | None = None
     chosen: dict[str, int] | None = None   # 'selected': how many outer folds chose each model
 
@@ -332,28 +341,34 @@ def servable_models(data: EvalData) -> tuple[list[str], list[str]]:
     return names, skipped
 
 
-def folds(data: EvalData, split: str = "app") -> list[tuple[str, list[str]]]:
-    """(label, held-out apps) of each fold: one app at a time, or every app of one data size at a time
-    (the others, of the other sizes, are the references; apps of unknown size are never held out)."""
+def folds(data: EvalData, split: str = "app") -> list[tuple[str, list[str], list[str]]]:
+    """(label, training apps, held-out apps) of each fold: one app held out at a time (``app``); every
+    app of one data size held out, the other sizes the references (``size``); or the apps of one size
+    the references and those of the adjacent size predicted, both ways (``size-pair``: label
+    'tiny->small'). Apps of unknown size are never held out (but are references in ``size``)."""
+    if split == "app":
+        return [(app, [a for a in data.apps if a != app], [app]) for app in data.apps]
+    sizes = data.sizes()
+    groups = {size: sorted(apps) for size, apps in sizes.groupby(sizes).groups.items()}
+    if len(groups) < 2:
+        raise UserError(f"splitting by data size needs apps of at least two data sizes (signature {SIZE_FEATURE}); "
+                        f"base {data.base_node} has {', '.join(groups) or 'none'}")
     if split == "size":
-        sizes = data.sizes()
-        groups = {size: sorted(apps) for size, apps in sizes.groupby(sizes).groups.items()}
-        if len(groups) < 2:
-            raise UserError(f"leave-one-size-out needs apps of at least two data sizes (signature {SIZE_FEATURE}); "
-                            f"base {data.base_node} has {', '.join(groups) or 'none'}")
-        return sorted(groups.items())
-    return [(app, [app]) for app in data.apps]
+        return [(size, [a for a in data.apps if a not in held], held) for size, held in sorted(groups.items())]
+    order = sorted(groups, key=lambda size: int(data.features.at[groups[size][0], SIZE_FEATURE]))
+    pairs = [p for lo, hi in zip(order, order[1:]) for p in ((lo, hi), (hi, lo))]
+    return [(f"{a}->{b}", groups[a], groups[b]) for a, b in pairs]
 
 
 def _predict_fold(data: EvalData, make: Callable[[], ProjectionModel], train: list[str], held: list[str],
-                  nodes: list[str]) -> list[dict]:
+                  nodes: list[str], label: str = "") -> list[dict]:
     # the fits are small: thread pools (OpenMP, BLAS) only oversubscribe the CPUs (20x slower seen)
     with threadpool_limits(1):
         model = make().fit(data.references_of(train))
         rows = []
         for app in held:
             for p in model.predict(data.query(app), nodes):
-                rows.append({"app": app, "node": p.node, "base_s": float(data.base_time_s[app]),
+                rows.append({"fold": label, "app": app, "node": p.node, "base_s": float(data.base_time_s[app]),
                              "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
                              "actual_s": data.actual_s.at[app, p.node]})
     return rows
@@ -366,10 +381,9 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
     rows, error = [], None
     start = time.perf_counter()
     nodes = list(data.actual_s.columns)
-    for _, held in folds(data, split):
-        train = [a for a in data.apps if a not in held]
+    for label, train, held in folds(data, split):
         try:
-            rows += _predict_fold(data, make, train, held, nodes)
+            rows += _predict_fold(data, make, train, held, nodes, label)
         except MODEL_FAILURES as exc:  # one model that cannot serve these data must not stop the others
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             break
@@ -381,7 +395,7 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
 
 def _result(data: EvalData, name: str, kind: str, rows: list[dict], start: float, error: str | None = None,
             chosen: dict[str, int] | None = None) -> ModelResult:
-    frame = pd.DataFrame(rows, columns=["app", "node", "base_s", "predicted_s", "low_s", "high_s", "actual_s"])
+    frame = pd.DataFrame(rows, columns=["fold", "app", "node", "base_s", "predicted_s", "low_s", "high_s", "actual_s"])
     metrics = score(frame if error is None else frame.iloc[0:0], data.runs, data.base_node, data.prices)
     return ModelResult(name, kind, metrics, time.perf_counter() - start, frame, error, chosen)
 
@@ -409,11 +423,10 @@ def evaluate_selected(data: EvalData, classes: list[type[ProjectionModel]], spli
     rows, chosen = [], {}
     start = time.perf_counter()
     nodes = list(data.actual_s.columns)
-    for _, held in folds(data, split):
-        train = [a for a in data.apps if a not in held]
+    for label, train, held in folds(data, split):
         best = min(classes, key=lambda cls: inner_mape(data, cls, train))
         chosen[best.name] = chosen.get(best.name, 0) + 1
-        rows += _predict_fold(data, best, train, held, nodes)
+        rows += _predict_fold(data, best, train, held, nodes, label)
         for _ in held:
             if on_app:
                 on_app()
@@ -469,8 +482,10 @@ def evaluate_cross(select_on: EvalData, data: EvalData, models: Iterable[str], *
 
 
 def predictions_frame(results: list[ModelResult]) -> pd.DataFrame:
-    """Every prediction of every model: model, app, node, predicted_s, actual_s."""
+    """Every prediction of every model: model, app, node, predicted_s, actual_s, fold (the fold that
+    made it: the app itself, the held-out size, or 'tiny->small')."""
+    columns = ["model", "app", "node", "predicted_s", "actual_s", "fold"]
     frames = [r.predictions.assign(model=r.name) for r in results if r.error is None]
     if not frames:
-        return pd.DataFrame(columns=["model", "app", "node", "predicted_s", "actual_s"])
-    return pd.concat(frames, ignore_index=True)[["model", "app", "node", "predicted_s", "actual_s"]]
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]

@@ -168,7 +168,7 @@ def test_cli_evaluate(cli, synth_registry, tmp_path):
     assert 0 < report["noise_floor"]["mape_pct"] < 5
     with out_csv.open() as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == ["model", "app", "node", "predicted_s", "actual_s"]
+    assert list(rows[0]) == ["model", "app", "node", "predicted_s", "actual_s", "fold"]
     assert len(rows) == 2 * 13 * 3
     table = cli("--db", synth_registry, "evaluate", "--models", "similarity")
     assert table.code == 0 and "similarity" in table.out and "noise floor" in table.err
@@ -256,14 +256,14 @@ def test_leave_one_size_out_never_trains_on_the_held_out_size(synth_registry, mo
     sizes = data.sizes()
     assert set(sizes) == {"tiny", "small"}
     folds = ev.folds(data, "size")
-    assert [label for label, _ in folds] == ["small", "tiny"]
-    assert sorted(a for _, held in folds for a in held) == sorted(sizes.index)
+    assert [label for label, *_ in folds] == ["small", "tiny"]
+    assert sorted(a for *_, held in folds for a in held) == sorted(sizes.index)
     seen = []
     real = ev.EvalData.references_of
     monkeypatch.setattr(ev.EvalData, "references_of", lambda self, keep: seen.append(list(keep)) or real(self, keep))
     result = ev.evaluate_model(data, MedianRatioBaseline, "median-ratio", split="size")
     assert result.metrics["apps"] == len(sizes)
-    for (_, held), train in zip(folds, seen, strict=True):
+    for (_, _, held), train in zip(folds, seen, strict=True):
         assert not set(held) & set(train) and {sizes[a] for a in train if a in sizes} == set(sizes) - {sizes[held[0]]}
 
 
@@ -284,7 +284,7 @@ def test_select_chooses_inside_the_training_apps_only(synth_registry, monkeypatc
     folds = ev.folds(data, "size")
     assert sum(result.chosen.values()) == len(folds)
     assert result.chosen == {"similarity": 2}          # the signature matters here, ratios alone do not
-    for (_, held), (_, train) in zip(folds, calls[::2], strict=True):
+    for (_, _, held), (_, train) in zip(folds, calls[::2], strict=True):
         assert not set(held) & set(train)
     sim = ev.evaluate_model(data, SimilarityModel, "similarity", split="size")
     assert result.metrics["mape"] == pytest.approx(sim.metrics["mape"])
@@ -336,3 +336,45 @@ def test_rf_sar_fits_references_unmeasured_on_a_node_and_metrics_nobody_has():
     preds = model.predict(Query("q", {"sar.busy": 0.9}, 10.0), ["n1", "n2", "n3"])
     assert np.isfinite(preds[0].predicted_s) and np.isfinite(preds[1].predicted_s)
     assert np.isnan(preds[2].predicted_s)          # no reference measured there
+
+
+def _three_sizes() -> ev.EvalData:
+    """8 apps of sizes tiny (rank 0), small (1) and large (2): an app's ratio on node n2 grows with its size."""
+    apps = [f"a{i}" for i in range(8)]
+    rank = [0, 0, 0, 1, 1, 1, 2, 2]
+    feats = pd.DataFrame({ev.SIZE_FEATURE: rank, "sar.busy": np.linspace(0.2, 0.9, 8)}, index=apps, dtype=float)
+    actual = pd.DataFrame({"n1": [10.0] * 8, "n2": [10.0 * (1 + r) for r in rank]}, index=apps)
+    runs = pd.DataFrame({"app": apps, "node": ["base"] * 8, "time_s": [10.0] * 8})
+    return ev.EvalData("base", feats, pd.Series(10.0, index=apps), actual, runs)
+
+
+def test_size_pair_trains_on_one_size_and_predicts_the_adjacent_one():
+    data = _three_sizes()
+    folds = ev.folds(data, "size-pair")
+    assert [label for label, *_ in folds] == ["tiny->small", "small->tiny", "small->large", "large->small"]
+    sizes = data.sizes()
+    for label, train, held in folds:
+        src, dst = label.split("->")
+        assert set(sizes[train]) == {src} and set(sizes[held]) == {dst}
+    result = ev.evaluate_model(data, MedianRatioBaseline, "median-ratio", split="size-pair")
+    # the small apps are predicted twice (from tiny and from large), each a choice of its own
+    assert len(result.predictions) == 2 * (3 + 3 + 3 + 2) and result.metrics["apps"] == 8
+    by_fold = result.predictions.groupby("fold")["predicted_s"]
+    assert by_fold.max()["tiny->small"] == pytest.approx(10.0)     # tiny apps run as fast on n2 as on n1
+    assert by_fold.max()["large->small"] == pytest.approx(30.0)    # large apps 3x slower on n2: no tiny seen
+
+
+def test_regret_counts_an_app_once_per_fold():
+    rows = pd.DataFrame({"fold": ["x", "x", "y", "y"], "app": ["a"] * 4, "node": ["n1", "n2"] * 2,
+                         "predicted_s": [1.0, 2.0, 2.0, 1.0], "actual_s": [1.0, 2.0, 1.0, 2.0]})
+    scored = ev.score(rows)
+    assert scored["regret"] == pytest.approx(0.5) and scored["top1"] == pytest.approx(0.5)
+    assert scored["apps"] == 1
+
+
+def test_cli_size_pair(cli, synth_registry):
+    out = cli("--db", synth_registry, "evaluate", "--split", "size-pair", "--select", "--models",
+              "similarity,median-ratio", "--json")
+    assert out.code == 0, out.err
+    rows = {m["model"]: m for m in json.loads(out.out)["models"]}
+    assert rows["selected"]["chosen"] == {"similarity": 2}      # tiny->small and small->tiny

@@ -105,13 +105,15 @@ def evaluate_cmd(
                                                       "model that can serve, baselines included)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     predictions: Path = typer.Option(None, "--predictions", help="Write every prediction to this CSV: "
-                                                                  "model,app,node,predicted_s,actual_s."),
+                                                                  "model,app,node,predicted_s,actual_s,fold."),
     option: list[str] = typer.Option(None, "--option", metavar="[MODEL.]KEY=VALUE",
                                      help="Set a model option (repeatable; MODEL. may be left out when one model "
                                           "is evaluated); `nodereg models NAME` lists them."),
     split: str = typer.Option("app", "--split", help="app: leave one app out; size: leave one data size out "
-                                                     "(train on the other sizes); cloud: choose the model on "
-                                                     "--select-base's cloud, score on --base's."),
+                                                     "(train on the other sizes); size-pair: train on one data "
+                                                     "size, predict the next one up or down (tiny->small and "
+                                                     "back); cloud: choose the model on --select-base's cloud, "
+                                                     "score on --base's."),
     select: bool = typer.Option(False, "--select", help="Also the model chosen per fold by nested cross-validation "
                                                         "inside the training apps only (row 'selected')."),
     select_base: str = typer.Option(None, "--select-base", help="--split cloud: the base node of the cloud the model "
@@ -131,7 +133,8 @@ def evaluate_cmd(
     names, skipped = _model_list(models, data)
     options = _options_by_model(option, names)
     chooser = ev.load(reg, select_base, same_cloud=True) if cloud else None
-    work = (len(data.apps) + (len(chooser.apps) if cloud else 0)) * len(names) + select * len(data.apps)
+    held = len(chooser.apps) + len(data.apps) if cloud else sum(len(h) for *_, h in ev.folds(data, split))
+    work = held * len(names) + select * held
     with _progress(f"split {split}", work) as advance:
         results = ev.evaluate_cross(chooser, data, names, on_app=advance, options=options) if cloud else \
             ev.evaluate(data, names, on_app=advance, split=split, select=select, options=options)
