@@ -260,7 +260,7 @@ def choice_quality(predicted: pd.Series, actual: pd.Series) -> tuple[bool, float
     return bool(chosen <= best), float(chosen / best - 1.0)
 
 
-def _per_app(predictions: pd.DataFrame):
+def by_choice(predictions: pd.DataFrame):
     """The rows of each app's choice: per fold and app where rows name their fold (``size-pair``
     predicts an app in two folds, two separate choices)."""
     return predictions.groupby(["fold", "app"] if "fold" in predictions.columns else "app")
@@ -274,7 +274,7 @@ def cost_regret(predictions: pd.DataFrame, prices: pd.Series) -> float | None:
         return None
     price = p["node"].map(prices).to_numpy()
     p = p.assign(pred_cost=p["predicted_s"].to_numpy() * price, cost=p["actual_s"].to_numpy() * price)
-    regret = [g.loc[g["pred_cost"].idxmin(), "cost"] / g["cost"].min() - 1.0 for _, g in _per_app(p)]
+    regret = [g.loc[g["pred_cost"].idxmin(), "cost"] / g["cost"].min() - 1.0 for _, g in by_choice(p)]
     return float(np.mean(regret))
 
 
@@ -288,7 +288,7 @@ def score(predictions: pd.DataFrame, runs: pd.DataFrame | None = None, base_node
                 "regret": None, "coverage": None, "run_mape": None, "cost_regret": None}
     ape = (p["predicted_s"] - p["actual_s"]).abs() / p["actual_s"]
     top1, top3, regret = [], [], []
-    for _, g in _per_app(p):
+    for _, g in by_choice(p):
         hit, loss = choice_quality(g["predicted_s"], g["actual_s"])
         top1.append(hit)
         top3.append(bool(g["actual_s"][g["predicted_s"].idxmin()] <= g["actual_s"].nsmallest(3).max()))

@@ -111,11 +111,12 @@ def twin_noise(data: ev.EvalData) -> dict:
 
 
 def regret_by_app(result: ev.ModelResult, top: int = 3) -> list[dict]:
-    """The apps that cost the most regret: the node chosen, the measured fastest, the regret."""
+    """The apps that cost the most regret: the node chosen, the measured fastest, the regret (and
+    the fold, where an app is predicted in several: size-pair)."""
     rows = []
-    for app, g in result.predictions.dropna(subset=["predicted_s", "actual_s"]).groupby("app"):
+    for (fold, app), g in ev.by_choice(result.predictions.dropna(subset=["predicted_s", "actual_s"])):
         chosen, best = g.loc[g["predicted_s"].idxmin()], g.loc[g["actual_s"].idxmin()]
-        rows.append({"app": app, "chosen": chosen["node"], "fastest": best["node"],
+        rows.append({"fold": fold, "app": app, "chosen": chosen["node"], "fastest": best["node"],
                      "regret_pct": pct(chosen["actual_s"] / best["actual_s"] - 1)})
     return sorted(rows, key=lambda r: -r["regret_pct"])[:top]
 
@@ -152,11 +153,14 @@ def size_split(data: ev.EvalData, names: list[str], split: str = "size") -> dict
     per_size = {r.name: {fold: {k: pct(v) for k, v in ev.score(g).items() if k in ("mape", "regret", "top1")}
                          for fold, g in r.predictions.groupby("fold")} for r in results if r.error is None}
     rows = [metric_row(r) for r in results]
+    costliest = {r.name: regret_by_app(r, top=5) for r in results
+                 if r.name in ("selected", "rf-sar") and r.error is None}
     by = {r["model"]: r for r in rows}
     sel, rf = by.get("selected"), by.get("rf-sar")
     met = bool(sel and rf and not (sel["error"] or rf["error"]) and sel["regret_pct"] <= rf["regret_pct"]
                and sel["mape_pct"] <= rf["mape_pct"] + 0.3)
-    return {"split": split, "models": rows, "per_size": per_size, "sizes": data.sizes().value_counts().to_dict(),
+    return {"split": split, "models": rows, "per_size": per_size, "costliest_choices": costliest,
+            "sizes": data.sizes().value_counts().to_dict(),
             "seconds": round(time.perf_counter() - t0, 1), "target_met": met}
 
 
@@ -222,6 +226,10 @@ def show_size_split(split: dict) -> None:
     for model, folds in split["per_size"].items():
         print(f"  {model:14s} " + "; ".join(f"{fold}{held}: MAPE {m['mape']} %, regret {m['regret']} %, "
                                            f"top-1 {m['top1']} %" for fold, m in folds.items()))
+    for model, worst in split["costliest_choices"].items():
+        print(f"  {model}'s costliest choices: " + "; ".join(
+            f"{w['app']}{'' if split['split'] == 'size' else ' (' + w['fold'] + ')'} chose {w['chosen']}, "
+            f"fastest {w['fastest']}: {w['regret_pct']} %" for w in worst))
     print("target (selected: regret <= rf-sar's, MAPE <= rf-sar's + 0.3): "
           + ("MET" if split["target_met"] else "NOT met"))
 
@@ -245,8 +253,9 @@ def show(report: dict) -> None:
     print(f"\n== {report['cloud']}: base {report['base']}, {report['apps']} apps x {report['nodes']} other nodes")
     print(f"import: {report['runs_imported']} runs, {report['traces_imported']} traces, "
           f"{report['samples_imported']:,} samples in {report['import_s']} s (target < 60 s)")
-    print("leave one app out:")
-    show_rows(report["models"])
+    if report["models"]:
+        print("leave one app out:")
+        show_rows(report["models"])
     o = report["oracle_knn_cheating"]
     print(f"{'oracle-knn':14s} {'CHEATS':9s} {o['mape_pct']:7.2f} {'':8s} {'':7s} {o['regret_pct']:8.2f}"
           "   <- neighbours chosen by the held-out app's own ratios: a bound, not a model")
@@ -265,7 +274,8 @@ def show(report: dict) -> None:
         print(f"{report['best_model']}'s costliest choices (share of its mean regret: sum / {report['apps']} apps): "
               + "; ".join(f"{w['app']} chose {w['chosen']}, fastest {w['fastest']}: {w['regret_pct']} %"
                           for w in worst))
-    print(f"all models evaluated in {report['evaluate_all_models_s']} s (target < 120 s)")
+    if report["models"]:
+        print(f"all models evaluated in {report['evaluate_all_models_s']} s (target < 120 s)")
     if "similarity_grid" in report:
         g = report["similarity_grid"]
         print(f"similarity grid ({len(g)} settings): MAPE {g[0]['mape_pct']} .. {g[-1]['mape_pct']} %; best five:")
@@ -275,6 +285,8 @@ def show(report: dict) -> None:
     for key in ("size_split", "size_pair_split"):
         if key in report:
             show_size_split(report[key])
+    if not report["models"]:
+        return
     verdict = "MET" if report["target_met"] else "NOT met"
     print(f"best model: {report['best_model']}; target MAPE <= {100 * TARGET_MAPE:.1f} % and regret <= "
           f"{100 * TARGET_REGRET:.1f} %: {verdict}")
