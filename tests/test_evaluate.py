@@ -378,3 +378,19 @@ def test_cli_size_pair(cli, synth_registry):
     assert out.code == 0, out.err
     rows = {m["model"]: m for m in json.loads(out.out)["models"]}
     assert rows["selected"]["chosen"] == {"similarity": 2}      # tiny->small and small->tiny
+
+
+def test_eval_lumos_script_reports_each_size_pair_direction(synth_registry, capsys):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("eval_lumos", Path(__file__).parents[1] / "scripts" / "eval_lumos.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    split = script.size_split(_data(synth_registry), ["similarity", "rf-sar"], "size-pair")
+    assert set(split["per_size"]["similarity"]) == {"tiny->small", "small->tiny"}
+    assert {w["fold"] for w in split["costliest_choices"]["rf-sar"]} <= {"tiny->small", "small->tiny"}
+    rows = {r["model"]: r for r in split["models"]}
+    assert split["target_met"] == (rows["selected"]["regret_pct"] <= rows["rf-sar"]["regret_pct"]
+                                   and rows["selected"]["mape_pct"] <= rows["rf-sar"]["mape_pct"] + 0.3)
+    script.show_size_split(split)
+    assert "train on one data size, predict the adjacent one" in capsys.readouterr().out
