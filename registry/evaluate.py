@@ -31,9 +31,10 @@ Splits (``split``): ``app`` (above); ``size``: every app of one data size is hel
 the apps of the other sizes are the references (extrapolation to other inputs); ``size-pair``: the
 apps of ONE size are the references and those of the next size up or down are predicted (tiny ->
 small and back on Lumos; every ordered pair of adjacent sizes is a fold, so an app can be predicted
-in two folds and is scored once per fold); ``cloud`` (`evaluate_cross`): the model is chosen by leave-one-app-out on one cloud's
-data and scored on another's. ``select`` (`evaluate_selected`): in every outer fold, the model is
-chosen among the candidates by k-fold cross-validation inside that fold's training apps only.
+in two folds and is scored once per fold); ``cloud`` (`evaluate_cross`): the model is chosen by
+leave-one-app-out on one cloud's data and scored on another's. ``select`` (`evaluate_selected`): in
+every outer fold, the model is chosen among the candidates by k-fold cross-validation inside that
+fold's training apps only (`fold_scores`: each fold's own figures).
 
 Simple baselines (registry/models/baselines.py, plugins like any model, marked ``baseline``) run
 beside the other models so that every report says what "simple" reaches on the same data.
@@ -57,7 +58,7 @@ from registry.models.base import (MODEL_FAILURES, NEEDS_NODE_FEATURES, NEEDS_SIG
                                   ReferenceSet)
 
 SERVABLE_NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
-# leave one app out | leave one data size out | train on one size, predict the next | choose on one cloud, score on another
+# leave one app out | one data size out | train on one size, predict the next | choose on one cloud, score on another
 SPLITS = ("app", "size", "size-pair", "cloud")
 SIZE_FEATURE = "meta.datasize_rank"
 INNER_FOLDS = 5
@@ -479,6 +480,14 @@ def evaluate_cross(select_on: EvalData, data: EvalData, models: Iterable[str], *
     mine = next(r for r in results if r.name == picked)
     return results + [ModelResult("selected", "selected", mine.metrics, mine.seconds, mine.predictions, mine.error,
                                   {picked: 1})]
+
+
+def fold_scores(result: ModelResult) -> dict[str, dict]:
+    """The `score` of each fold's predictions alone (the held-out size, or 'tiny->small'): a size
+    split pools folds that differ a lot, and says where a model gains or loses only fold by fold."""
+    if result.error is not None:
+        return {}
+    return {str(fold): score(g) for fold, g in result.predictions.groupby("fold", sort=True)}
 
 
 def predictions_frame(results: list[ModelResult]) -> pd.DataFrame:

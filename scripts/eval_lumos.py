@@ -150,8 +150,8 @@ def size_split(data: ev.EvalData, names: list[str], split: str = "size") -> dict
     held-out size, or the direction 'tiny->small')."""
     t0 = time.perf_counter()
     results = ev.evaluate(data, names, split=split, select=True)
-    per_size = {r.name: {fold: {k: pct(v) for k, v in ev.score(g).items() if k in ("mape", "regret", "top1")}
-                         for fold, g in r.predictions.groupby("fold")} for r in results if r.error is None}
+    per_size = {r.name: {fold: {k: pct(m[k]) for k in ("mape", "regret", "top1")}
+                         for fold, m in ev.fold_scores(r).items()} for r in results if r.error is None}
     rows = [metric_row(r) for r in results]
     costliest = {r.name: regret_by_app(r, top=5) for r in results
                  if r.name in ("selected", "rf-sar") and r.error is None}

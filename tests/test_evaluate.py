@@ -376,8 +376,17 @@ def test_cli_size_pair(cli, synth_registry):
     out = cli("--db", synth_registry, "evaluate", "--split", "size-pair", "--select", "--models",
               "similarity,median-ratio", "--json")
     assert out.code == 0, out.err
-    rows = {m["model"]: m for m in json.loads(out.out)["models"]}
+    report = json.loads(out.out)
+    rows = {m["model"]: m for m in report["models"]}
     assert rows["selected"]["chosen"] == {"similarity": 2}      # tiny->small and small->tiny
+    folds = {(f["model"], f["fold"]): f for f in report["per_fold"]}
+    assert set(folds) == {(m, f) for m in rows for f in ("tiny->small", "small->tiny")}
+    sim = [folds["similarity", f] for f in ("tiny->small", "small->tiny")]
+    assert sum(f["apps"] for f in sim) == rows["similarity"]["apps"]    # each app predicted in one fold here
+    pooled = sum(f["apps"] * f["regret_pct"] for f in sim) / rows["similarity"]["apps"]
+    assert pooled == pytest.approx(rows["similarity"]["regret_pct"], abs=0.02)
+    table = cli("--db", synth_registry, "evaluate", "--split", "size-pair", "--models", "median-ratio")
+    assert table.code == 0 and "per fold" in table.out and "tiny->small" in table.out
 
 
 def test_eval_lumos_script_reports_each_size_pair_direction(synth_registry, capsys):

@@ -151,12 +151,15 @@ def evaluate_cmd(
              "interval_coverage_pct": _pct(r.metrics["coverage"]),
              "run_mape_pct": _pct(r.metrics["run_mape"]) if "run_mape" in r.metrics else None,
              "seconds": round(r.seconds, 2), "error": r.error, "chosen": r.chosen} for r in results]
+    per_fold = [{"model": r.name, "fold": fold, "apps": m["apps"], "mape_pct": _pct(m["mape"]),
+                 "top1_pct": _pct(m["top1"]), "top3_pct": _pct(m["top3"]), "regret_pct": _pct(m["regret"])}
+                for r in results for fold, m in ev.fold_scores(r).items()] if split in ("size", "size-pair") else []
     if as_json:
         print_json({"base": data.base_node, "split": split, "select_base": chooser and chooser.base_node,
                     "apps": len(data.apps), "nodes": list(data.actual_s.columns),
                     "noise_floor": {**noise, "mape_pct": _pct(noise["mape"]),
                                     "median_ape_pct": _pct(noise["median_ape"])},
-                    "models": rows, "not_evaluated": skipped})
+                    "models": rows, **({"per_fold": per_fold} if per_fold else {}), "not_evaluated": skipped})
         return
     table = [{"model": r["model"], "apps": r["apps"], "MAPE %": r["mape_pct"], "med APE %": r["median_ape_pct"],
               "top-1 %": r["top1_pct"], "top-3 %": r["top3_pct"], "regret %": r["regret_pct"],
@@ -166,6 +169,10 @@ def evaluate_cmd(
     print_table(table, columns + (["error"] if any(r["error"] for r in rows) else []),
                 title=f"split {split}, base {data.base_node}: {len(data.apps)} apps x "
                       f"{data.actual_s.shape[1]} other nodes")
+    if per_fold:
+        print_table([{"model": f["model"], "fold": f["fold"], "apps": f["apps"], "MAPE %": f["mape_pct"],
+                      "top-1 %": f["top1_pct"], "top-3 %": f["top3_pct"], "regret %": f["regret_pct"]}
+                     for f in per_fold], title="per fold (held-out size, or training size -> predicted size)")
     for r in results:
         if r.chosen:
             on = f" on {chooser.base_node}'s cloud" if cloud else " per fold"
