@@ -1,9 +1,10 @@
-"""The stream probe (valgrind lackey into microbench/streamprobe.c) and `nodereg trace --streams`.
+"""The stream probe (our valgrind tool, or lackey into microbench/streamprobe.c) and `nodereg trace --streams`.
 
-tests/programs/triad.c and matmul.c are compiled here and probed with two OpenMP threads; their
-streams are known from the source (see each file's header): sizes within 2%, strides exact,
-shared (C) or private (P) right. Declared streams (the thesis's manual fallback) go through the
-marker FIFO. Small inputs: lackey runs hundreds of times slower than the program.
+tests/programs/triad.c and matmul.c are compiled here and probed with two OpenMP threads by both
+probes; their streams are known from the source (see each file's header): sizes within 2%, strides
+exact, shared (C) or private (P) right. The tool falls back to lackey when it cannot be built.
+Declared streams (the thesis's manual fallback) go through the marker FIFO. Small inputs: lackey
+runs hundreds of times slower than the program.
 """
 
 import json
@@ -17,8 +18,10 @@ import sqlalchemy as sa
 from conftest import assert_one_line_error
 
 from registry.db import open_registry
+from registry.errors import UserError
 from registry.io.tracefile import read_trace
 from registry.measure import streams as probe
+from registry.measure import streamtool
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not shutil.which("cc"),
@@ -53,24 +56,78 @@ def test_reader_output_is_parsed():
     assert s.iterations == 300
 
 
+TOOLS = pytest.mark.parametrize("tool", [streamtool.TOOL, "lackey"])
+
+
 @needs_valgrind
-def test_triad_streams_are_found_exactly(built, two_threads):
+@TOOLS
+def test_triad_streams_are_found_exactly(built, two_threads, tool):
     n, reps = 8192, 2
-    result = probe.run([str(built / "triad"), str(n), str(reps)])
+    result = probe.run([str(built / "triad"), str(n), str(reps)], tool=tool)
     streams = result.significant()
-    assert len(streams) == 3 and result.threads == 2
+    assert len(streams) == 3 and result.threads == 2 and result.probe == tool
     for s in streams:   # static schedule: each thread owns half of a, b and c
         assert _close(s.size_bytes / 8, n / 2) and s.stride_bytes == 8 and s.elem_bytes == 8
         assert s.access == "P" and s.pattern == "seq" and s.iterations == reps * n // 2
 
 
 @needs_valgrind
-def test_matmul_streams_are_found_exactly(built, two_threads):
+@TOOLS
+def test_matmul_streams_are_found_exactly(built, two_threads, tool):
     n = 40
-    a, b = probe.run([str(built / "matmul"), str(n)]).significant()   # address order: a, then b
+    a, b = probe.run([str(built / "matmul"), str(n)], tool=tool).significant()   # address order: a, then b
     assert _close(a.size_bytes / 8, n * n / 2) and a.stride_bytes == 8 and a.access == "P"   # own rows of a
     assert _close(b.size_bytes / 8, n * n) and b.stride_bytes == 8 * n and b.access == "C"   # all of b, by column
     assert a.iterations == b.iterations == n * n * n // 2
+
+
+@needs_valgrind
+def test_sampled_windows_scale_the_counts(built, two_threads):
+    """One window of 8192 accesses in four: the same streams, the counts scaled back by four."""
+    argv = [str(built / "triad"), str(1 << 16), "4"]
+    full = probe.run(argv).significant()
+    sampled = probe.run(argv, every=4, window=8192).significant()
+    assert [(s.stride_bytes, s.access) for s in sampled] == [(s.stride_bytes, s.access) for s in full]
+    assert all(abs(s.iterations - f.iterations) <= f.iterations * 0.1 for s, f in zip(sampled, full))
+
+
+def _fake_valgrind(tmp_path, monkeypatch):
+    """A `valgrind` on PATH whose prefix has no tool headers or archives."""
+    bin_dir = tmp_path / "prefix" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "valgrind").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "valgrind").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+
+
+def test_missing_tool_headers_are_one_line(tmp_path, monkeypatch):
+    _fake_valgrind(tmp_path, monkeypatch)
+    with pytest.raises(UserError, match="tool headers or libraries are not installed") as exc:
+        streamtool.locate()
+    assert "\n" not in str(exc.value)
+
+
+def _break_the_build(monkeypatch):
+    flags = streamtool._flags
+    monkeypatch.setattr(streamtool, "_flags", lambda vg: [*flags(vg), "-include", "/nonexistent/nodereg.h"])
+
+
+@needs_valgrind
+def test_a_failing_tool_build_falls_back_to_lackey(built, two_threads, monkeypatch):
+    _break_the_build(monkeypatch)
+    with pytest.raises(UserError, match=f"building {streamtool.TOOL}-.* failed"):
+        probe.run([str(built / "triad"), "8192", "2"], tool=streamtool.TOOL)
+    result = probe.run([str(built / "triad"), "8192", "2"])
+    assert result.probe == "lackey" and "failed" in result.fallback and len(result.significant()) == 3
+
+
+@needs_valgrind
+def test_trace_notes_the_lackey_fallback(cli, db_url, built, two_threads, monkeypatch):
+    _break_the_build(monkeypatch)
+    res = cli("trace", "--name", "triad", "--streams", "--", built / "triad", "8192", "2")
+    assert res.code == 0, res.err
+    assert "probed with valgrind lackey instead" in res.err
+    assert [r[1:] for r in _stored_streams(db_url)] == [(i, 4096, 8, "P") for i in range(3)]
 
 
 def _stored_streams(db_url) -> list[tuple]:

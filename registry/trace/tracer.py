@@ -92,6 +92,8 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         streams_doc = _probe_streams(argv, phases, run, cpus=cpus, env=env, status=status)
         if "error" not in streams_doc:
             sources.append("streams")
+        if streams_doc.get("fallback"):
+            notes.append(f"stream probe: {streams_doc['fallback']}; probed with valgrind lackey instead (slower)")
     cg_doc = None
     if cachegrind:
         if run.status != "ok":
@@ -127,7 +129,7 @@ def _probe_streams(argv: list[str], phases: list[Phase], run, *, cpus, env, stat
     if run.status != "ok":
         return {"error": f"stream probe skipped: the command {run.status}"}
     if status:
-        status("stream probe (valgrind lackey; hundreds of times slower than the run)")
+        status("stream probe (valgrind; tens of times slower than the run, hundreds with lackey)")
     try:
         result = probe.run(argv, cpus=cpus, env=env)
         phase = phase_streams.attach_probed(phases, result)
