@@ -33,7 +33,7 @@ needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not shutil.w
 def built(tmp_path_factory):
     """The test programs, built without vectorisation (one element per access, as the source reads)."""
     out = tmp_path_factory.mktemp("programs")
-    for name in ("triad", "matmul", "fragile"):
+    for name in ("triad", "matmul", "fragile", "spread"):
         subprocess.run(["cc", "-O2", "-fopenmp", "-fno-tree-vectorize", str(PROGRAMS / f"{name}.c"), "-o",
                         str(out / name)], check=True)
     return out
@@ -93,6 +93,13 @@ def test_matmul_streams_are_found_exactly(built, two_threads, tool, tool_buildab
     assert _close(a.size_bytes / 8, n * n / 2) and a.stride_bytes == 8 and a.access == "P"   # own rows of a
     assert _close(b.size_bytes / 8, n * n) and b.stride_bytes == 8 * n and b.access == "C"   # all of b, by column
     assert a.iterations == b.iterations == n * n * n // 2
+
+
+@needs_valgrind
+def test_a_stream_spread_over_many_instructions_is_found(built):
+    """1024 loops over one array, each under 0.1% of the accesses: still one stream."""
+    (s,) = probe.run([str(built / "spread"), "4096"]).significant()
+    assert _close(s.size_bytes / 8, 4096) and s.stride_bytes == 8 and s.access == "C" and s.iterations == 4096
 
 
 @needs_valgrind
