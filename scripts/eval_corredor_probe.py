@@ -9,7 +9,8 @@ from the shared workloads tarball (built as scripts/validate_apps.py builds it; 
 scheduling noise do not dominate; the probe (our valgrind tool) runs them 15-30x slower, BT W
 takes minutes. `--small` takes inputs of 10-30 ms instead, to check the pipeline quickly (its
 figures mean nothing). Printed per program: the probe and its slowdown, the streams found, the
-winning config and index, the measured times and each model's prediction and error on `one`. On a
+winning config and index, the measured times and the prediction and error on `one` of corredor
+(the thesis's estimate), corredor with `--option estimate=ratio` and the default model. On a
 shared, busy machine the figures are indicative.
 
 usage: python scripts/eval_corredor_probe.py [--db duckdb:///tmp/eval.duckdb] [--programs matmul,nbody,bt]
@@ -58,8 +59,9 @@ def measured(argv: list[str], cpus: str, runs: int) -> float:
     return statistics.median(times)
 
 
-def predicted(db: str, app: str, model: str) -> tuple[float, dict]:
-    out = json.loads(nodereg(db, "match", app, "--model", model, "--nodes", "one,two", "--json", "--no-store"))
+def predicted(db: str, app: str, model: str, *options: str) -> tuple[float, dict]:
+    flags = [f for o in options for f in ("--option", o)]
+    out = json.loads(nodereg(db, "match", app, "--model", model, *flags, "--nodes", "one,two", "--json", "--no-store"))
     by_node = {p["node"]: p["predicted_s"] for p in out["predictions"]}
     return by_node["one"], out
 
@@ -87,15 +89,17 @@ def main() -> None:
             probe = trace["meta"]["streams"]   # a failed probe: `trace` failed above
             real_two, real_one = measured(argv, "0,1", args.runs), measured(argv, "0", args.runs)
             corredor_one, doc = predicted(db, name, "corredor")
+            ratio_one, _ = predicted(db, name, "corredor", "estimate=ratio")
             default_one, _ = predicted(db, name, "similarity")
-            rows.append((name, real_two, real_one, corredor_one, default_one))
+            rows.append((name, real_two, real_one, corredor_one, ratio_one, default_one))
             print(f"{name} ({' '.join(argv[1:]) or Path(argv[0]).name}): probe {probe['probe']} {probe['probe_s']:.1f} s "
                   f"= {probe['probe_s'] / probe['program_s']:.0f}x the traced run ({probe['program_s']:.2f} s); "
                   f"streams {streams}; winner {doc['phases'][0]['matches'][:1]}")
-        print(f"\n{'program':<8} {'two_s':>7} {'one_s':>7} {'corredor':>9} {'err%':>6} {'default':>8} {'err%':>6}")
-        for name, two, one, corr, dflt in rows:
-            print(f"{name:<8} {two:7.3f} {one:7.3f} {corr:9.3f} {abs(corr - one) / one * 100:6.1f} {dflt:8.3f} "
-                  f"{abs(dflt - one) / one * 100:6.1f}")
+        print(f"\n{'program':<8} {'two_s':>7} {'one_s':>7} {'corredor':>9} {'err%':>6} {'ratio':>8} {'err%':>6} "
+              f"{'default':>8} {'err%':>6}")
+        for name, two, one, *models in rows:
+            print(f"{name:<8} {two:7.3f} {one:7.3f} "
+                  + " ".join(f"{p:8.3f} {abs(p - one) / one * 100:6.1f}" for p in models))
 
 
 if __name__ == "__main__":
