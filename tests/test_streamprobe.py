@@ -227,7 +227,9 @@ def test_valgrind_missing_is_one_line_before_running(cli, db_url, monkeypatch, t
 def test_a_program_failing_under_the_probe_keeps_the_trace(cli, db_url, built):
     res = cli("trace", "--name", "fragile", "--streams", "--", built / "fragile")   # fails only under valgrind
     _assert_error_after_trace(res, "failed under the stream probe (exit status 3)", "stored without them")
+    res = cli("trace", "--name", "fragile", "--streams", "--", built / "fragile", "crash")
+    _assert_error_after_trace(res, "was killed by SIGSEGV under the stream probe", "stored without them")
     reg = open_registry(db_url, readonly=True)
     with reg.connect() as conn:
-        assert conn.execute(sa.text("SELECT status FROM traces")).scalar_one() == "ok"
+        assert conn.execute(sa.text("SELECT status FROM traces")).scalars().all() == ["ok", "ok"]
     reg.close()

@@ -172,6 +172,8 @@ def run(argv: list[str], *, cpus: list[int] | None = None, env: dict | None = No
     if returncode == -signal.SIGILL:
         raise UserError(f"valgrind cannot run {argv[0]}'s instructions (SIGILL; valgrind lacks AVX-512): probe a "
                         "build without AVX-512 (e.g. -mno-avx512f)")
+    if returncode < 0:
+        raise UserError(f"{argv[0]} was killed by {signal.Signals(-returncode).name} under the stream probe")
     if returncode != 0:
         raise UserError(f"{argv[0]} failed under the stream probe (exit status {returncode})")
     accesses, threads, every, streams = parse(out)
