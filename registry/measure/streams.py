@@ -100,7 +100,7 @@ def reader_binary() -> Path:
 def check_available() -> None:
     if not cachegrind.available():
         raise UserError("--streams needs valgrind (e.g. apt-get install valgrind): the stream probe runs the "
-                        "program under valgrind's lackey")
+                        "program under valgrind")
 
 
 def _environment(env: dict | None, lib_dir: Path | None) -> dict:
