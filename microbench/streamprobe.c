@@ -25,6 +25,7 @@ static void *zalloc(size_t bytes)
 #define SP_FREE(p) free(p)
 #define SP_PRINTF(...) printf(__VA_ARGS__)
 #define SP_SORT(base, n, size, cmp) qsort(base, n, size, cmp)
+#define SP_WHERE(addr) "-"   /* lackey's trace has no symbols */
 #include "streamprobe.h"
 
 static uint64_t hex(const char **p)

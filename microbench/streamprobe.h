@@ -13,15 +13,18 @@
  *   SP_FREE(p)
  *   SP_PRINTF(fmt, ...)          where the report goes
  *   SP_SORT(base, n, size, cmp)  an in-place sort
+ *   SP_WHERE(addr)               the name of the function holding instruction addr, or "-"
  *
  * Sampling: with sp_every > 1 only one window of sp_window accesses in every sp_every*sp_window is
  * recorded (strides restart at each window), counts are scaled by sp_every. Default: every access.
  *
  * Report (one record per line, tab-separated):
  *   total  ACCESSES  THREADS  KEYS  EVERY
- *   stream SIZE_BYTES STRIDE ELEM ACCESS(C|P) PATTERN(seq|random) ACCESSES ITERATIONS SEQ_SHARE LO HI
+ *   stream SIZE_BYTES STRIDE ELEM ACCESS(C|P) PATTERN(seq|random) ACCESSES ITERATIONS SEQ_SHARE LO HI FUNCTION
  * SIZE_BYTES: bytes spanned (C: by all threads; P: by the busiest thread's part); ITERATIONS:
- * accesses of the stream's busiest instruction in its busiest thread (the slowest thread's loop).
+ * accesses of the stream's busiest instruction in its busiest thread (the slowest thread's loop);
+ * FUNCTION: the function holding that instruction (an OpenMP region's outlined function names
+ * the phase the stream belongs to), "-" where the host cannot tell.
  */
 #ifndef NODEREG_STREAMPROBE_H
 #define NODEREG_STREAMPROBE_H
@@ -144,7 +147,7 @@ static inline void sp_record(struct sp_key *k, int tid, uint64_t addr, unsigned 
 struct sp_stream {
     uint64_t lo, hi, accesses, iterations, strided, seq;
     uint64_t tlo[SP_MAXT], thi[SP_MAXT], tcount[SP_MAXT];
-    uint64_t top;                      /* accesses of the busiest instruction so far */
+    uint64_t top, top_id;              /* accesses and key of the busiest instruction so far */
     int top_parallel;                  /* ... and whether it ran in >= 2 threads (preferred) */
     int64_t stride;
     double abs_sum;
@@ -207,6 +210,7 @@ static void sp_add_key(struct sp_stream *s, const struct sp_key *k)
     /* the busiest instruction (of the parallel ones, if any) sets element size, stride, iterations */
     if ((threads >= 2 && !s->top_parallel) || ((threads >= 2) == s->top_parallel && n > s->top)) {
         s->top = n;
+        s->top_id = k->id;
         s->top_parallel = threads >= 2;
         s->elem = k->elem;
         s->stride = k->stride[d];
@@ -266,12 +270,12 @@ static void sp_emit(const struct sp_stream *s)
     int64_t stride = s->stride < 0 ? -s->stride : s->stride;
     if (!sequential && s->strided)
         stride = (int64_t)(s->abs_sum / (double)s->strided + 0.5);
-    SP_PRINTF("stream\t%llu\t%lld\t%u\t%c\t%s\t%llu\t%llu\t%llu.%04llu\t%llu\t%llu\n",
+    SP_PRINTF("stream\t%llu\t%lld\t%u\t%c\t%s\t%llu\t%llu\t%llu.%04llu\t%llu\t%llu\t%s\n",
               (unsigned long long)(parallel && !shared ? part : s->hi - s->lo), (long long)stride, s->elem,
               parallel && !shared ? 'P' : 'C', sequential ? "seq" : "random",
               (unsigned long long)(s->accesses * sp_every), (unsigned long long)(s->iterations * sp_every),
               (unsigned long long)(seq / 10000), (unsigned long long)(seq % 10000), (unsigned long long)s->lo,
-              (unsigned long long)s->hi);
+              (unsigned long long)s->hi, SP_WHERE(s->top_id >> 3));
 }
 
 /* An instruction that is a stream: frequent, spanning more than a few elements, not one address

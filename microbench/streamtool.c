@@ -7,11 +7,13 @@
  * than the program); here every load and store calls sp_record of streamprobe.h directly, with
  * its key (instruction address, access slot) bound at translation time, so the per-access cost
  * is one helper call. Threads: valgrind runs one at a time; the running one is told by
- * track_start_client_code. At exit the report (streamprobe.h's format) goes to the log.
+ * track_start_client_code. At exit the report (streamprobe.h's format, with each stream's
+ * function from the debug info) goes to the log.
  * Access slots are counted as lackey does: a store to the address the same instruction just
  * loaded, with the same size, is one access (lackey's "M").
  */
 #include "pub_tool_basics.h"
+#include "pub_tool_debuginfo.h"
 #include "pub_tool_tooliface.h"
 #include "pub_tool_libcassert.h"
 #include "pub_tool_libcbase.h"
@@ -24,6 +26,14 @@
 #define SP_FREE(p) VG_(free)(p)
 #define SP_PRINTF(...) VG_(printf)(__VA_ARGS__)
 #define SP_SORT(base, n, size, cmp) VG_(ssort)((base), (n), (size), (cmp))
+#define SP_WHERE(addr) function_of(addr)
+
+static const HChar *function_of(Addr addr)
+{
+    const HChar *name;
+    return VG_(get_fnname)(VG_(current_DiEpoch)(), addr, &name) ? name : "-";
+}
+
 #include "streamprobe.h"
 
 static ThreadId running = 1;

@@ -20,9 +20,10 @@ from conftest import assert_one_line_error
 
 from registry.db import open_registry
 from registry.errors import UserError
-from registry.io.tracefile import read_trace
+from registry.io.tracefile import Phase, read_trace
 from registry.measure import streams as probe
 from registry.measure import streamtool
+from registry.trace import streams as phase_streams
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not shutil.which("cc"),
@@ -33,7 +34,7 @@ needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not shutil.w
 def built(tmp_path_factory):
     """The test programs, built without vectorisation (one element per access, as the source reads)."""
     out = tmp_path_factory.mktemp("programs")
-    for name in ("triad", "matmul", "fragile", "spread"):
+    for name in ("triad", "matmul", "fragile", "spread", "tworegions"):
         subprocess.run(["cc", "-O2", "-fopenmp", "-fno-tree-vectorize", str(PROGRAMS / f"{name}.c"), "-o",
                         str(out / name)], check=True)
     return out
@@ -174,6 +175,38 @@ def test_trace_streams_stores_them_and_writes_them_to_the_file(cli, db_url, buil
     assert [r[1:] for r in stored] == [(i, 4096, 8, "P") for i in range(3)]
     (phase,) = [p for p in read_trace(out).phases if p.streams]
     assert phase.name == stored[0][0] and phase.iterations == 8192 and len(phase.streams) == 3
+
+
+def _probed(*functions) -> probe.ProbeResult:
+    streams = tuple(probe.ProbedStream(80_000, 8, 8, "P", "seq", 1000, 500, 1.0, f) for f in functions)
+    return probe.ProbeResult(1000 * len(functions), 2, 1, streams, 1.0)
+
+
+def _phases() -> list[Phase]:
+    return [Phase("main._omp_fn.0", "omp", 0.0, 5.0, 0.5, 5.0), Phase("main._omp_fn.1", "omp", 5.0, 6.0, 0.1, 1.0),
+            Phase("solve", "marker", 0.0, 6.0, 0.6, 6.0)]
+
+
+def test_probed_streams_go_to_the_region_of_their_function():
+    phases = _phases()
+    attached = phase_streams.attach_probed(phases, _probed("main._omp_fn.1", "main._omp_fn.1", "main"))
+    assert [p.name for p in attached] == ["main._omp_fn.1"]   # not the longest phase; main's stream left out
+    assert len(phases[1].streams) == 2 and phases[1].iterations == 500 and not phases[0].streams
+
+
+def test_probed_streams_without_functions_go_to_the_longest_phase():
+    phases = _phases()
+    attached = phase_streams.attach_probed(phases, _probed(None, None))   # lackey: no function names
+    assert [p.name for p in attached] == ["solve"] and len(phases[2].streams) == 2
+
+
+@needs_valgrind
+def test_trace_streams_split_by_openmp_region(cli, db_url, built, two_threads):
+    n = 1 << 16   # enough work for both regions to be phases (>= 1% of the run)
+    res = cli("trace", "--name", "two", "--streams", "--", built / "tworegions", str(n), "20")
+    assert res.code == 0, res.err
+    assert _stored_streams(db_url) == ([("main._omp_fn.0", i, n // 2, 8, "P") for i in range(3)]
+                                       + [("main._omp_fn.1", i, n, 8, "P") for i in range(2)])
 
 
 def _assert_error_after_trace(res, *fragments: str) -> None:

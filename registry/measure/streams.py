@@ -9,11 +9,12 @@ loads and stores and every thread switch into a pipe (``--log-fd``) read by
 ``microbench/streamprobe.c`` (the same analysis, from text): the same streams, hundreds of times
 slower than the program instead of tens (scripts/bench_streamprobe.py measures both).
 
-Granularity: the whole program. The probe does not see the marker FIFO's or the OpenMP shim's
-boundaries, so it cannot split streams by phase; the tracer attaches them to the trace's longest
-phase (the thesis models the significant phase; the others go to the remainder) and a program's
-author can declare a phase's streams by hand (registry.trace.markers.streams, NODEREG_PHASE_STREAM
-in C). A stream is *significant* when it takes at least MIN_SHARE of the probed accesses; the rest
+Granularity: the whole program, with each stream's function (our tool reads it from the debug
+info: the function of the stream's busiest instruction). The probe does not see the marker FIFO's
+or the OpenMP shim's boundaries; the tracer attaches a stream to the OpenMP region of its function
+(the shim names regions by their outlined functions), the others to the trace's longest phase (the
+thesis models the significant phase; the others go to the remainder), and a program's author can
+declare a phase's streams by hand (registry.trace.markers.streams, NODEREG_PHASE_STREAM in C). A stream is *significant* when it takes at least MIN_SHARE of the probed accesses; the rest
 (start-up, libc, a result written once per row) is left out.
 """
 
@@ -48,6 +49,7 @@ class ProbedStream:
     accesses: int
     iterations: int
     seq_share: float
+    function: str | None = None   # the function of its busiest instruction (our tool; lackey: None)
 
     def descriptor(self) -> dict:
         """The stream as a phase_streams row (without its owner and position). The probe sees access
@@ -87,8 +89,9 @@ def parse(text: str) -> tuple[int, int, int, list[ProbedStream]]:
         if f[0] == "total" and len(f) >= 5:
             accesses, threads, every = int(f[1]), int(f[2]), int(f[4])
         elif f[0] == "stream" and len(f) >= 9:
+            function = f[11] if len(f) >= 12 and f[11] != "-" else None
             streams.append(ProbedStream(int(f[1]), int(f[2]), int(f[3]), f[4], f[5], int(f[6]), int(f[7]),
-                                        float(f[8])))
+                                        float(f[8]), function))
     return accesses, threads, every, streams
 
 
@@ -117,7 +120,8 @@ def _environment(env: dict | None, lib_dir: Path | None) -> dict:
 def _run_tool(argv: list[str], lib_dir: Path, tmp: Path, sampling: list[str], **watch) -> tuple[int, str]:
     """Our tool: the report is the log file's (valgrind's own messages there are not report lines)."""
     log = tmp / "streams.log"
-    cmd = ["valgrind", "-q", f"--tool={streamtool.TOOL}", f"--log-file={log}", *sampling, *argv]
+    # raw symbol names, as the OpenMP shim's phases have them (nm), for C++ too
+    cmd = ["valgrind", "-q", "--demangle=no", f"--tool={streamtool.TOOL}", f"--log-file={log}", *sampling, *argv]
     returncode = cachegrind.run_watched(cmd, tmp, what="the stream probe", **watch)
     return returncode, log.read_text(errors="replace") if log.exists() else ""
 
