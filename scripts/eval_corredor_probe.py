@@ -3,13 +3,18 @@
 Two nodes of this host are profiled (`--quick`): `two` (CPUs 0-1, the base) and `one` (CPU 0).
 Each program is traced on `two` with the stream probe (`nodereg trace --streams`), then both
 models predict its time on `one`, which is measured (`--runs` plain runs pinned to CPU 0, median;
-OpenMP then uses one thread). Programs: tests/programs/matmul.c and nbody.c, and NPB BT class S
-from the shared workloads tarball (built with its own Makefile; its probe takes minutes).
-Printed per program: the streams found, the winning config and index, the measured times and each
-model's prediction and error on `one`. On a shared, busy machine the figures are indicative.
+OpenMP then uses one thread). Programs: tests/programs/matmul.c and nbody.c, and NPB BT class W
+from the shared workloads tarball (built as scripts/validate_apps.py builds it; class S runs
+0.1-0.3 s, mostly OpenMP start-up). The inputs run about a second unprobed, so that start-up and
+scheduling noise do not dominate; the probe (our valgrind tool) runs them 15-30x slower, BT W
+takes minutes. `--small` takes inputs of 10-30 ms instead, to check the pipeline quickly (its
+figures mean nothing). Printed per program: the probe and its slowdown, the streams found, the
+winning config and index, the measured times and the prediction and error on `one` of corredor
+(the thesis's estimate), corredor with `--option estimate=ratio` and the default model. On a
+shared, busy machine the figures are indicative.
 
-usage: python scripts/eval_corredor_probe.py [--db duckdb:///tmp/eval.duckdb] [--programs matmul,nbody]
-                                             [--skip-profile] [--runs 3] [--npb PATH.tar.gz]
+usage: python scripts/eval_corredor_probe.py [--db duckdb:///tmp/eval.duckdb] [--programs matmul,nbody,bt]
+                                             [--small] [--skip-profile] [--runs 3] [--npb PATH.tar.gz]
 """
 
 import argparse
@@ -17,14 +22,16 @@ import json
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
+from validate_apps import NPB_ARCHIVE, build_npb
+
 ROOT = Path(__file__).resolve().parent.parent
-NPB = ROOT.parent.parent / "shared" / "workloads" / "npb-cpp-omp.tar.gz"
-INPUTS = {"matmul": ["200"], "nbody": ["1000", "2"], "bt": []}   # small: the probe runs ~500x slower
+# about a second on two CPUs (bt: NPB class); --small: 10-30 ms
+INPUTS = {"matmul": ["1000"], "nbody": ["8000", "2"], "bt": ["W"]}
+SMALL = {"matmul": ["200"], "nbody": ["1000", "2"], "bt": ["S"]}
 
 
 def nodereg(db: str, *args: str) -> str:
@@ -34,16 +41,13 @@ def nodereg(db: str, *args: str) -> str:
     return res.stdout
 
 
-def build(name: str, tmp: Path, npb: Path) -> list[str]:
+def build(name: str, inputs: list[str], tmp: Path, npb: Path) -> list[str]:
     if name == "bt":
-        with tarfile.open(npb) as tar:
-            tar.extractall(tmp, filter="data")
-        subprocess.run(["make", "bt", "CLASS=S"], cwd=tmp / "NPB-OMP", check=True, capture_output=True)
-        return [str(tmp / "NPB-OMP" / "bin" / "bt.S")]
+        return [str(build_npb(tmp, f"bt.{inputs[0]}", npb))]
     exe = tmp / name
     subprocess.run(["cc", "-O2", "-fopenmp", "-fno-tree-vectorize", str(ROOT / "tests" / "programs" / f"{name}.c"),
                     "-o", str(exe), "-lm"], check=True)
-    return [str(exe), *INPUTS[name]]
+    return [str(exe), *inputs]
 
 
 def measured(argv: list[str], cpus: str, runs: int) -> float:
@@ -55,8 +59,9 @@ def measured(argv: list[str], cpus: str, runs: int) -> float:
     return statistics.median(times)
 
 
-def predicted(db: str, app: str, model: str) -> tuple[float, dict]:
-    out = json.loads(nodereg(db, "match", app, "--model", model, "--nodes", "one,two", "--json", "--no-store"))
+def predicted(db: str, app: str, model: str, *options: str) -> tuple[float, dict]:
+    flags = [f for o in options for f in ("--option", o)]
+    out = json.loads(nodereg(db, "match", app, "--model", model, *flags, "--nodes", "one,two", "--json", "--no-store"))
     by_node = {p["node"]: p["predicted_s"] for p in out["predictions"]}
     return by_node["one"], out
 
@@ -67,7 +72,8 @@ def main() -> None:
     ap.add_argument("--programs", default="matmul,nbody,bt")
     ap.add_argument("--skip-profile", action="store_true", help="the registry already has `one` and `two`")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--npb", type=Path, default=NPB)
+    ap.add_argument("--npb", type=Path, default=NPB_ARCHIVE)
+    ap.add_argument("--small", action="store_true", help="10-30 ms inputs: a quick check of the pipeline")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"duckdb:///{tmp}/eval.duckdb"
@@ -76,21 +82,24 @@ def main() -> None:
             nodereg(db, "profile", "one", "--quick", "--cpus", "0")
         rows = []
         for name in args.programs.split(","):
-            argv = build(name, Path(tmp), args.npb)
+            argv = build(name, (SMALL if args.small else INPUTS)[name], Path(tmp), args.npb)
             out = nodereg(db, "trace", "--node", "two", "--name", name, "--streams", "--json", "--", *argv)
             trace = json.loads(out[out.index("{"):])   # after what the program itself printed
             streams = [(p["name"], p["streams"]) for p in trace["phases"] if p.get("streams")]
+            probe = trace["meta"]["streams"]   # a failed probe: `trace` failed above
             real_two, real_one = measured(argv, "0,1", args.runs), measured(argv, "0", args.runs)
             corredor_one, doc = predicted(db, name, "corredor")
+            ratio_one, _ = predicted(db, name, "corredor", "estimate=ratio")
             default_one, _ = predicted(db, name, "similarity")
-            best = doc["phases"][0]["matches"][:1]
-            rows.append((name, real_two, real_one, corredor_one, default_one))
-            print(f"{name}: probe {trace['meta']['streams'].get('probe_s', 0):.0f} s; streams {streams}; "
-                  f"winner {best}")
-        print(f"\n{'program':<8} {'two_s':>7} {'one_s':>7} {'corredor':>9} {'err%':>6} {'default':>8} {'err%':>6}")
-        for name, two, one, corr, dflt in rows:
-            print(f"{name:<8} {two:7.3f} {one:7.3f} {corr:9.3f} {abs(corr - one) / one * 100:6.1f} {dflt:8.3f} "
-                  f"{abs(dflt - one) / one * 100:6.1f}")
+            rows.append((name, real_two, real_one, corredor_one, ratio_one, default_one))
+            print(f"{name} ({' '.join(argv[1:]) or Path(argv[0]).name}): probe {probe['probe']} {probe['probe_s']:.1f} s "
+                  f"= {probe['probe_s'] / probe['program_s']:.0f}x the traced run ({probe['program_s']:.2f} s); "
+                  f"streams {streams}; winner {doc['phases'][0]['matches'][:1]}")
+        print(f"\n{'program':<8} {'two_s':>7} {'one_s':>7} {'corredor':>9} {'err%':>6} {'ratio':>8} {'err%':>6} "
+              f"{'default':>8} {'err%':>6}")
+        for name, two, one, *models in rows:
+            print(f"{name:<8} {two:7.3f} {one:7.3f} "
+                  + " ".join(f"{p:8.3f} {abs(p - one) / one * 100:6.1f}" for p in models))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,14 @@ def test_without_iterations_the_phase_time_scales_by_the_tpi_ratio():
     assert (missing.estimate_s, missing.method) == (None, "config not measured")
 
 
+def test_the_ratio_form_can_be_asked_for_with_iterations_known():
+    slower = Phase("stream", (s(1000),), 0.003, 90.0, 30e9)   # 1.5x its winner's tpi
+    assert estimate_phase(slower, SEQ, NODE_TPI, "base", "base").estimate_s == pytest.approx(60.0)
+    est = estimate_phase(slower, SEQ, NODE_TPI, "slow", "base", ratio=True)
+    assert (est.estimate_s, est.method) == (pytest.approx(180.0), "time x tpi ratio")
+    assert estimate_phase(slower, SEQ, NODE_TPI, "base", "base", ratio=True).estimate_s == pytest.approx(90.0)
+
+
 def fitted(zones):
     return CorredorModel(zones).fit(profiles=[SEQ, JUMP], node_tpi=NODE_TPI, base_node="base")
 
@@ -129,3 +137,5 @@ def test_params_round_trip_the_thresholds(zones):
     again = CorredorModel.from_params(model.params())
     assert again.zones == model.zones and again.rules == model.rules and again.base_node == "base"
     assert "zones version 1" in model.describe()
+    ratio = CorredorModel(zones, estimate="ratio")
+    assert CorredorModel.from_params(ratio.params()).option_values() == {"estimate": "ratio"}

@@ -112,3 +112,18 @@ def test_an_openmp_region_uses_its_team_not_a_short_runs_cpu_samples(cli, regist
 def test_a_trace_without_streams_names_the_command(cli, registry):
     path = write_trace(_trace(streams=()), registry / "plain.json")
     assert_one_line_error(cli("match", str(path), "--model", "corredor"), "nodereg trace --streams -- CMD")
+
+
+
+def test_the_ratio_estimate_keeps_the_phases_own_time_on_the_base(cli, registry):
+    """A phase 1.5x slower per iteration than its winner (3e9 iterations in 9 s: 0.003 us vs 0.002):
+    the thesis's estimate on the other node carries that difference; --option estimate=ratio scales
+    the phase's 9 s by the winner's change from the base node to the other node."""
+    path = write_trace(_trace(iterations=3e9), registry / "slower.json")
+    per_node = {}
+    for option in ("estimate=thesis", "estimate=ratio"):
+        res = cli("match", str(path), "--model", "corredor", "--option", option, "--json", "--explain", "--no-store")
+        assert res.code == 0, res.err
+        per_node[option] = {n: v["predicted_s"] for n, v in json.loads(res.out)["phases"][0]["per_node"].items()}
+    assert per_node["estimate=thesis"] == {"two": pytest.approx(9.0), "one": pytest.approx(0.0025e-6 * 3e9 * 2)}
+    assert per_node["estimate=ratio"] == {"two": pytest.approx(9.0), "one": pytest.approx(9.0 * 0.0025 * 2 / 0.002)}

@@ -69,8 +69,9 @@ def trace(
     probe_cmd: str = typer.Option(None, "--probe-cmd", help="Command (reduced input) for the cachegrind pass, "
                                                             "split like a shell would but never run by one."),
     omp: bool = typer.Option(True, "--omp/--no-omp", help="Time OpenMP parallel regions (GCC libgomp shim)."),
-    streams: bool = typer.Option(False, "--streams", help="Add a stream-probe pass (valgrind lackey, same input; "
-                                                          "hundreds of times slower): the memory streams that "
+    streams: bool = typer.Option(False, "--streams", help="Add a stream-probe pass (valgrind with nodereg's tool, "
+                                                          "same input; 15-30x slower, hundreds of times with the "
+                                                          "lackey fallback): the memory streams that "
                                                           "`match --model corredor` needs (docs/corredor.md)."),
     out: Path = typer.Option(None, "--out", help="Also write the portable trace file (JSON) here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON."),

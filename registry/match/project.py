@@ -253,7 +253,8 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
     if inputs.stream_refs is not None:
         from registry.match import streams as stream_match
 
-        results = [stream_match.project_phase(p, p.weight * wall, inputs, cache) for p in inputs.phases]
+        results = [stream_match.project_phase(p, p.weight * wall, inputs, cache, model, options)
+                   for p in inputs.phases]
     else:
         results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,
                                   cache, fixed_threads) for p in inputs.phases]

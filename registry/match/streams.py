@@ -29,6 +29,7 @@ from registry.match import references as refs_mod
 from registry.match.project import PhaseResult, cpu_util
 from registry.models.corredor.index import Phase, Profile, Stream
 from registry.models.corredor.model import CorredorModel
+from registry.models.plugins import create
 from registry.models.corredor.zones import Zones, load_zones
 
 _STREAMS = """
@@ -64,8 +65,10 @@ class StreamRefs:
     tpi_us: dict[str, dict[tuple[str, int], float]]
     zones: Zones
 
-    def fitted(self, base: str, threads: dict[str, int]) -> CorredorModel:
-        """The model with the configs at the base node's thread count, estimated at each node's."""
+    def fitted(self, base: str, threads: dict[str, int], model: str = "corredor",
+               options: dict | None = None) -> CorredorModel:
+        """The model (with its options) fitted on the configs at the base node's thread count,
+        estimated at each node's."""
         t_base = threads[base]
         profiles, node_tpi = [], {}
         for ident, streams in self.streams.items():
@@ -77,7 +80,8 @@ class StreamRefs:
         if not profiles:
             raise UserError(f"no microbenchmark config with stream descriptors is measured on {base} at {t_base} "
                             "thread(s): profile it with this version of nodereg")
-        return CorredorModel(self.zones).fit(profiles=profiles, node_tpi=node_tpi, base_node=base)
+        return create(model, kind="projection", options=options).fit(profiles=profiles, node_tpi=node_tpi,
+                                                                     base_node=base, zones=self.zones)
 
 
 def load_refs(conn: sa.Connection) -> StreamRefs:
@@ -117,14 +121,16 @@ def _thread_mode(phase, trace, base_cpus: int) -> tuple[str, int]:
     return refs_mod.thread_mode(cpu_util(phase.signature), trace.threads, base_cpus)
 
 
-def project_phase(phase, time_s: float, inputs, cache: dict) -> PhaseResult:
-    """One phase by the thesis's method: its winner on the base node, its estimate on every target."""
+def project_phase(phase, time_s: float, inputs, cache: dict, model: str = "corredor",
+                  options: dict | None = None) -> PhaseResult:
+    """One phase by the thesis's method: its winner on the base node, its estimate on every target
+    (`model`, `options`: the stream model and its options, e.g. corredor's estimate=ratio)."""
     profiles = inputs.profiles
     mode, k = _thread_mode(phase, inputs.found.trace, profiles.n_cpus[inputs.base])
     counts = refs_mod.threads_on(profiles, mode, k)
     threads = {n: t for n, t in zip(profiles.node_names.tolist(), counts.tolist()) if t > 0}
     if (mode, threads[inputs.base]) not in cache:
-        cache[(mode, threads[inputs.base])] = inputs.stream_refs.fitted(inputs.base, threads)
+        cache[(mode, threads[inputs.base])] = inputs.stream_refs.fitted(inputs.base, threads, model, options)
     model = cache[(mode, threads[inputs.base])]
     streams = tuple(Stream(s["size_elems"], s["stride_bytes"], s["elem_bytes"], s["access"], s["dtype"], s["pattern"])
                     for s in phase.streams)

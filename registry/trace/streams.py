@@ -1,11 +1,14 @@
 """A phase's memory streams (Corredor 2011): declared by the program, or found by the stream probe.
 
 Declared streams (``stream`` lines on the marker FIFO, registry.trace.markers) belong to the marker
-phase they name. The probe (registry.measure.streams) sees the whole program, so its significant
-streams go to the trace's longest OpenMP region or marker phase (else its longest phase) that has
-none declared: the thesis characterises the significant phase and leaves the rest to the
-remainder. The probe also gives that phase its loop iterations (of the slowest thread) when the
-trace has none, from which the time per iteration follows.
+phase they name. The probe (registry.measure.streams) sees the whole program; our valgrind tool
+names each stream's function, so a stream of an OpenMP region's outlined function goes to that
+region. Without function names (lackey), or when none is a region's, the significant streams go to
+the trace's longest OpenMP region or marker phase (else its longest phase) that has none
+declared: the thesis characterises the significant phase and leaves the rest to the remainder.
+When some streams found their regions, the others (serial code's) are left out. The probe also
+gives each phase its loop iterations (of the slowest thread) when the trace has none, from which
+the time per iteration follows.
 """
 
 from registry.errors import UserError
@@ -63,18 +66,26 @@ def attach_declared(phases: list[Phase], markers: list[Marker]) -> list[str]:
             for name in sorted((set(declared) | set(counts)) - set(marked))]
 
 
-def attach_probed(phases: list[Phase], probe: ProbeResult) -> Phase | None:
-    """The probe's significant streams onto the phase they most likely belong to (module docstring)."""
-    streams = probe.significant()
-    if not streams:
-        return None
-    free = [p for p in phases if not p.streams]
-    preferred = [p for p in free if p.method in ("omp", "marker")] or free
-    if not preferred:
-        return None
-    phase = max(preferred, key=lambda p: (p.time_s or 0.0, p.weight))
-    _check_count(phase.name, len(streams))
-    phase.streams = [s.descriptor() for s in streams]
-    if not phase.iterations:
-        phase.iterations = float(max(s.iterations for s in streams))
-    return phase
+def attach_probed(phases: list[Phase], probe: ProbeResult) -> list[Phase]:
+    """The probe's significant streams onto the phases they belong to (module docstring); the phases
+    that got streams."""
+    free = {p.name: p for p in phases if not p.streams}
+    regions = {name for name, p in free.items() if p.method == "omp"}
+    groups: dict[str, list] = {}
+    rest = []
+    for s in probe.significant():
+        if s.function in regions:
+            groups.setdefault(s.function, []).append(s)
+        else:
+            rest.append(s)
+    if rest and not groups and free:
+        candidates = [p for p in free.values() if p.method in ("omp", "marker")] or list(free.values())
+        groups[max(candidates, key=lambda p: (p.time_s or 0.0, p.weight)).name] = rest
+    for name, streams in groups.items():
+        _check_count(name, len(streams))
+    for name, streams in groups.items():
+        phase = free[name]
+        phase.streams = [s.descriptor() for s in streams]
+        if not phase.iterations:
+            phase.iterations = float(max(s.iterations for s in streams))
+    return [free[name] for name in groups]

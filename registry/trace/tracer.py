@@ -92,6 +92,8 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         streams_doc = _probe_streams(argv, phases, run, cpus=cpus, env=env, status=status)
         if "error" not in streams_doc:
             sources.append("streams")
+        if streams_doc.get("fallback"):
+            notes.append(f"stream probe: {streams_doc['fallback']}; probed with valgrind lackey instead (slower)")
     cg_doc = None
     if cachegrind:
         if run.status != "ok":
@@ -123,17 +125,17 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
 
 
 def _probe_streams(argv: list[str], phases: list[Phase], run, *, cpus, env, status) -> dict:
-    """The stream-probe pass: its summary (with the phase it went to), or {"error": reason}."""
+    """The stream-probe pass: its summary (with the phases its streams went to), or {"error": reason}."""
     if run.status != "ok":
         return {"error": f"stream probe skipped: the command {run.status}"}
     if status:
-        status("stream probe (valgrind lackey; hundreds of times slower than the run)")
+        status("stream probe (valgrind; tens of times slower than the run, hundreds with lackey)")
     try:
         result = probe.run(argv, cpus=cpus, env=env)
-        phase = phase_streams.attach_probed(phases, result)
+        attached = phase_streams.attach_probed(phases, result)
     except UserError as exc:
         return {"error": str(exc)}
-    return {**result.summary(), "phase": None if phase is None else phase.name, "program_s": run.wall_s}
+    return {**result.summary(), "phases": [p.name for p in attached], "program_s": run.wall_s}
 
 
 def _attach_cachegrind(phases: list[Phase], stats: cg.CachegrindStats) -> dict:

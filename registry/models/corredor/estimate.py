@@ -1,8 +1,12 @@
 """Projecting matched phases onto nodes (Corredor 2011, section 3.1.4), and the unmatched rest.
 
 Per phase the thesis estimates ``T_est(X) = tpi(winning config measured on X) x iterations`` (the
-phase's loop iterations on the base node). When the iterations are unknown we use the equivalent
-ratio form ``phase time x tpi(X) / tpi(base)``. Phases are summed.
+phase's loop iterations on the base node). When the iterations are unknown we use the
+ratio form ``phase time x tpi(X) / tpi(base)``; `ratio=True` uses it always (the model's
+``estimate=ratio``): the thesis's form carries the difference between the phase's tpi and its
+winner's, which the index lets through up to its discard threshold, into every node's estimate,
+the base node's included; the ratio form keeps the phase's own time on the base node and takes
+only the winner's change from node to node. Phases are summed.
 
 The thesis stops there (it models only significant phases; BT leaves about 65% unmodelled). An
 application also has a remainder: its total time minus the phases projected on that node (phases
@@ -43,14 +47,14 @@ def node_tpi_of(profile: Profile, node_tpi: NodeTpi, node: str, base_node: str) 
 
 
 def estimate_phase(phase: Phase, profile: Profile | None, node_tpi: NodeTpi, node: str,
-                   base_node: str) -> PhaseEstimate:
-    """The thesis's estimate of one phase on one node."""
+                   base_node: str, ratio: bool = False) -> PhaseEstimate:
+    """The thesis's estimate of one phase on one node (`ratio`: the ratio form, module docstring)."""
     if profile is None:
         return PhaseEstimate(phase.name, node, None, None, "no similar profile")
     tpi_x = node_tpi_of(profile, node_tpi, node, base_node)
     if tpi_x is None:
         return PhaseEstimate(phase.name, node, profile.config, None, "config not measured")
-    if phase.iterations:
+    if phase.iterations and not ratio:
         return PhaseEstimate(phase.name, node, profile.config, tpi_x * 1e-6 * phase.iterations,
                              "tpi x iterations")
     tpi_b = node_tpi_of(profile, node_tpi, base_node, base_node)
@@ -75,7 +79,7 @@ class AppProjection:
 
 
 def project(matches: Sequence[PhaseMatch], node_tpi: NodeTpi, nodes: Sequence[str], base_node: str,
-            total_s: float | None = None) -> list[AppProjection]:
+            total_s: float | None = None, ratio: bool = False) -> list[AppProjection]:
     """Project every matched phase onto each node, sum them, and add the remainder by the fallback."""
     phases_total = sum(m.phase.time_s for m in matches)
     total = phases_total if total_s is None else float(total_s)
@@ -83,13 +87,13 @@ def project(matches: Sequence[PhaseMatch], node_tpi: NodeTpi, nodes: Sequence[st
     if total_s is not None and phases_total > total * 1.01:
         common.append(f"the phases add up to {phases_total:.4g} s, more than the total {total:.4g} s")
     profiles = [None if m.winner is None else m.winner.profile for m in matches]
-    base_est = [estimate_phase(m.phase, p, node_tpi, base_node, base_node) for m, p in zip(matches, profiles)]
+    base_est = [estimate_phase(m.phase, p, node_tpi, base_node, base_node, ratio) for m, p in zip(matches, profiles)]
     out = []
     for node in nodes:
         warnings = list(common)
         estimates, est_sum, base_sum, covered_s, ratios = [], 0.0, 0.0, 0.0, []
         for m, profile, base in zip(matches, profiles, base_est):
-            est = estimate_phase(m.phase, profile, node_tpi, node, base_node)
+            est = estimate_phase(m.phase, profile, node_tpi, node, base_node, ratio)
             estimates.append(est)
             if est.estimate_s is None or not base.estimate_s:
                 if est.method in ("config not measured", "no base time"):

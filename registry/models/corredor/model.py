@@ -30,6 +30,7 @@ from registry.models.corredor.index import Comparison, Phase, Profile, Stream
 from registry.models.corredor.select import PhaseMatch, SelectionRules, match_phase
 from registry.models.corredor.zones import Zones, load_zones
 from registry.models.base import NEEDS_STREAMS, NodePrediction, NotFittedError, ProjectionModel, Query, ReferenceSet
+from registry.models.options import Option
 
 __all__ = ["CorredorModel", "Phase", "PhasesQuery", "Profile", "SelectionRules", "Stream", "Zones",
            "load_zones", "match_phase"]
@@ -66,10 +67,15 @@ class CorredorModel(ProjectionModel):
                    "between each phase and the microbenchmark configs on the base node; the phase time on a "
                    "node is the winning config's time per iteration there x the phase's iterations.")
     needs = frozenset({NEEDS_STREAMS})
+    options = (Option("estimate", str, "thesis", "thesis: the winner's time per iteration on each node x the "
+                      "phase's iterations (Corredor 2011); ratio: the phase's time x the winner's time per "
+                      "iteration on the node / on the base node (the phase's own time on the base node)",
+                      choices=("thesis", "ratio")),)
 
-    def __init__(self, zones: Zones | None = None, rules: SelectionRules | None = None):
+    def __init__(self, zones: Zones | None = None, rules: SelectionRules | None = None, estimate: str = "thesis"):
         self.zones = zones
         self.rules = rules or SelectionRules()
+        self.estimate = estimate
         self.profiles: tuple[Profile, ...] = ()
         self.node_tpi: NodeTpi = {}
         self.base_node: str | None = None
@@ -114,7 +120,8 @@ class CorredorModel(ProjectionModel):
         matches = self.match(phases)
         winners = [_match_details(m) for m in matches]
         preds = []
-        for pr in project(matches, self.node_tpi, list(nodes), self.base_node, total_s):
+        for pr in project(matches, self.node_tpi, list(nodes), self.base_node, total_s,
+                          ratio=self.estimate == "ratio"):
             per_phase = [{"phase": e.phase, "winner": e.config, "index": m.index, "estimate_s": e.estimate_s,
                           "method": e.method} for m, e in zip(matches, pr.phases)]
             preds.append(NodePrediction(pr.node, pr.predicted_s, pr.low_s, pr.high_s, explanation={
@@ -136,16 +143,18 @@ class CorredorModel(ProjectionModel):
     def params(self) -> dict:
         if self.zones is None:
             raise UserError("the corredor model has no zones yet")
-        return {"zones": self.zones.to_dict(), "rules": self.rules.to_dict(), "base_node": self.base_node}
+        return {"zones": self.zones.to_dict(), "rules": self.rules.to_dict(), "base_node": self.base_node,
+                "estimate": self.estimate}
 
     @classmethod
     def from_params(cls, params: Mapping) -> CorredorModel:
-        model = cls(Zones.from_dict(params["zones"]), SelectionRules(**params.get("rules", {})))
+        model = cls(Zones.from_dict(params["zones"]), SelectionRules(**params.get("rules", {})),
+                    params.get("estimate", "thesis"))
         model.base_node = params.get("base_node")
         return model
 
     def describe(self) -> str:
         zones = "no zones" if self.zones is None else f"zones version {self.zones.version}"
         return (f"{self.description} Base node {self.base_node or '?'}, {len(self.profiles)} configs, {zones}, "
-                f"at most {self.rules.max_candidates} close candidates before tightening.")
+                f"at most {self.rules.max_candidates} close candidates before tightening, {self.estimate} estimate.")
 
