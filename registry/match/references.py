@@ -284,6 +284,24 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     return refs, dict(zip(names, p.threads[base_runs].tolist()))
 
 
+def thread_parts(cpu_util: float | None, trace_threads: int | None, base_cpus: int) -> list[tuple[str, int, float]]:
+    """How a phase uses threads, as (mode, k, share of its time) parts (see `threads_on` for modes).
+
+    A phase of n threads (the count it was told, else one per base CPU) that kept u CPUs busy on
+    average spent, by Amdahl's law, (n - u) / (n - 1) of its time on one CPU and the rest on all n
+    (serial s and parallel p: s + p/n = t and s + p = u t). The parallel part is projected with
+    configs at the thread count it would use on each node, the serial part with 1-thread configs,
+    so that a phase goes faster on more CPUs only as far as its own CPU use says: NPB MG.A kept 1.3
+    of 2 CPUs busy and ran 1.34x slower on one CPU, where rounding it to one thread predicted 0.94x
+    and calling it parallel would say 2x. Where n is 1 or u unknown, one part (`thread_mode`)."""
+    n = min(int(trace_threads or base_cpus), base_cpus)
+    if cpu_util is None or not math.isfinite(cpu_util) or n <= 1:
+        return [(*thread_mode(cpu_util, trace_threads, base_cpus), 1.0)]
+    serial = min(1.0, max(0.0, (n - cpu_util) / (n - 1)))
+    parallel = ("fixed", int(trace_threads)) if trace_threads else ("all", base_cpus)
+    return [part for part in ((*parallel, 1.0 - serial), ("fixed", 1, serial)) if part[2] > 0]
+
+
 def thread_mode(cpu_util: float | None, trace_threads: int | None, base_cpus: int) -> tuple[str, int]:
     """How a phase uses threads: ('all', n) when it kept every base CPU busy, else ('fixed', k)."""
     if trace_threads:
