@@ -34,6 +34,7 @@ from registry.evaluate import choice_quality
 # on the node: the count the user fixed when tracing (traces.threads), else one per CPU of the node, as
 # `nodereg run` starts it (registry/measure/onnode.py). Not the prediction's own `threads`, which is the
 # count its phases were projected at: 1 for an app whose phases did not keep the base CPUs busy.
+# (v_predictions compares by the same rule since schema version 13; this query also wants the runs' range.)
 _MATCHED = """
 SELECT p.app, p.trace_uid, p.base_node, p.node, p.model_name, p.model_version,
        COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s, t.wall_s AS traced_s,

@@ -110,6 +110,13 @@ def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     assert set(cells) == {("similarity", "base"), ("similarity", "other"), ("similarity", "pair"), ("gbt", "base"),
                           ("gbt", "other")}
     assert (cells[("similarity", "pair")]["threads"], cells[("similarity", "pair")]["measured_s"]) == (2, 0.3)
+    # v_predictions compares by the same rule (schema 13): the 2-thread run, not the 1-thread one (9.0 s)
+    reg = open_registry(db_url)
+    with reg.connect() as conn:
+        view = conn.execute(sa.text("SELECT threads, measured_runs, measured_s FROM v_predictions "
+                                    "WHERE node = 'pair'")).all()
+    reg.close()
+    assert [tuple(v) for v in view] == [(1, 1, 0.3)]
     other = cells[("similarity", "other")]
     assert other["model_version"] == "3" and other["runs"] == 2 and other["threads"] == 1
     assert 0.4 <= other["measured_s"] < 2.0
