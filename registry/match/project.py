@@ -164,14 +164,13 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
         threads = threads or part_threads          # the first part's: the parallel one where there is one
         query = Query(phase.name, features, time_s * share)
         part = {p.node: p for p in model.predict(query, nodes)}
-        warnings += _tie_warnings(phase.name, part)
+        warnings = warnings or _tie_warnings(phase.name, part)    # one per phase: the first part's
         preds = {n: _plus(preds.get(n), p) for n, p in part.items()}
         if hasattr(model, "nearest"):
             matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
                          "share": round(share, 4)} for key, d in model.nearest(query, 5)]
     serial = next((share for mode, k, share in parts if (mode, k) == ("fixed", 1)), 0.0)
-    return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, list(dict.fromkeys(warnings)),
-                       serial_share=serial)
+    return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, warnings, serial_share=serial)
 
 
 def _plus(a: NodePrediction | None, b: NodePrediction) -> NodePrediction:
@@ -184,13 +183,13 @@ def _plus(a: NodePrediction | None, b: NodePrediction) -> NodePrediction:
 
 
 def _tie_warnings(phase: str, preds: dict[str, NodePrediction]) -> list[str]:
-    """One warning per phase whose equally near references disagree on how it scales (on any node)."""
+    """A warning for a phase whose about equally near references disagree on how it scales (on any node)."""
     split = {n: p.explanation["disagree"] for n, p in preds.items() if "disagree" in p.explanation}
     if not split:
         return []
     node, first = next(iter(split.items()))
     lo, hi = first["ratios"]
-    return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are equally similar but "
+    return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are about equally similar but "
             f"scale differently on {len(split)} node(s) (on {node}: x{lo:.2f} to x{hi:.2f} the base time); the "
             "signature cannot tell them apart, so the intervals were widened to cover them all"]
 
