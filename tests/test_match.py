@@ -118,6 +118,27 @@ def test_only_configs_signed_on_the_base_are_references(db_url, registry):
     assert not np.isnan(refs.feature_matrix.values).all(axis=1).any()
 
 
+def test_one_thread_runs_of_one_machine_are_pooled(db_url, registry):
+    """b and one made of CPUs of one host: their one-thread runs measured one core, so each key's
+    becomes the geometric mean of the two (the memory triad: 8 and 8.4 GB/s); runs at 2 threads
+    and nodes of other hosts (fast: none known) keep their own."""
+    def triad(profiles, node, threads):
+        at = ((profiles.node_names[profiles.node] == node) & (profiles.threads == threads)
+              & (profiles.key_names[profiles.key] == "triad|memory"))
+        return profiles.throughput[at].tolist()
+
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        alone = references.load_profiles(conn, "b")
+        conn.execute(sa.text("UPDATE profiles SET host = 'h' WHERE node_id IN "
+                             "(SELECT node_id FROM nodes WHERE name IN ('b', 'one'))"))
+        pooled = references.load_profiles(conn, "b")
+    reg.close()
+    assert triad(alone, "b", 1) == pytest.approx([8e9]) and triad(alone, "one", 1) == pytest.approx([8.4e9])
+    assert triad(pooled, "b", 1) == triad(pooled, "one", 1) == pytest.approx([(8e9 * 8.4e9) ** 0.5])
+    assert triad(pooled, "b", 2) == triad(alone, "b", 2) and triad(pooled, "fast", 1) == triad(alone, "fast", 1)
+
+
 def test_predictions_are_stored_and_file_argument_works(cli, sql_reader, registry):
     assert cli("match", str(registry), "--top", "2").code == 0
     stored = json.loads(cli("sql", "SELECT node, model_name, node_rank FROM v_predictions ORDER BY node_rank",
