@@ -242,7 +242,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
 def _hardware(node_table: dict) -> np.ndarray:
     """Per node: a code of what its one thread runs on (host, CPU model, max MHz), shared by nodes
     made of CPUs of one machine; -1 for a node profiled on several hosts or on none known."""
-    names = np.array([f"{h}|{m}|{f}" if h is not None else "" for h, m, f in
+    names = np.array([f"{h}|{m}|{f}" if isinstance(h, str) else "" for h, m, f in   # NULL: None or NaN
                       zip(node_table["host"], node_table["cpu_model"], node_table["max_mhz"])], dtype=str)
     _, code = np.unique(names, return_inverse=True)
     return np.where(names == "", -1, code).astype(np.int64)

@@ -12,16 +12,10 @@ CREATE VIEW v_predictions AS
 SELECT a.name AS app, t.uid AS trace_uid, b.name AS base_node, n.name AS node,
        p.model_name, p.model_version, p.threads, p.predicted_s, p.low_s, p.high_s,
        p.node_rank, p.coverage, p.created_at, p.inputs_digest,
-       m.runs                                                     AS measured_runs,
-       m.median_s                                                 AS measured_s,
-       abs(p.predicted_s - m.median_s) / m.median_s               AS abs_rel_error
+       m.runs AS measured_runs, m.median_s AS measured_s, abs(p.predicted_s - m.median_s) / m.median_s AS abs_rel_error
 FROM predictions p
-JOIN apps a       ON a.app_id = p.app_id
-JOIN nodes n      ON n.node_id = p.node_id
+JOIN apps a        ON a.app_id = p.app_id
+JOIN nodes n       ON n.node_id = p.node_id
 LEFT JOIN traces t ON t.trace_id = p.trace_id
-LEFT JOIN nodes b ON b.node_id = p.base_node_id
-LEFT JOIN (
-    SELECT r.app_id, r.node_id, r.threads, count(*) AS runs,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY r.time_s) AS median_s
-    FROM runs r WHERE r.threads IS NOT NULL GROUP BY r.app_id, r.node_id, r.threads
-) m ON m.app_id = p.app_id AND m.node_id = p.node_id AND m.threads = COALESCE(t.threads, n.n_cpus)
+LEFT JOIN nodes b  ON b.node_id = p.base_node_id
+LEFT JOIN v_runs m ON m.app = a.name AND m.node = n.name AND m.threads = COALESCE(t.threads, n.n_cpus)
