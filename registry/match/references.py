@@ -241,11 +241,13 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
 
 def _hardware(node_table: dict) -> np.ndarray:
     """Per node: a code of what its one thread runs on (host, CPU model, max MHz), shared by nodes
-    made of CPUs of one machine; -1 for a node profiled on several hosts or on none known."""
+    made of CPUs of one machine; -1 for a node alone on its machine, profiled on several hosts or
+    on none known (most of a fleet: then nothing is pooled, at no cost)."""
     names = np.array([f"{h}|{m}|{f}" if isinstance(h, str) else "" for h, m, f in   # NULL: None or NaN
                       zip(node_table["host"], node_table["cpu_model"], node_table["max_mhz"])], dtype=str)
     _, code = np.unique(names, return_inverse=True)
-    return np.where(names == "", -1, code).astype(np.int64)
+    shared = np.bincount(code)[code] > 1
+    return np.where((names != "") & shared, code, -1).astype(np.int64)
 
 
 def _pool_one_thread(hardware: np.ndarray, key: np.ndarray, placement: np.ndarray, threads: np.ndarray,
@@ -264,10 +266,10 @@ def _pool_one_thread(hardware: np.ndarray, key: np.ndarray, placement: np.ndarra
     places = int(placement.max(initial=0)) + 1
     _, bucket = np.unique((hardware[one] * (int(key.max(initial=0)) + 1) + key[one]) * places + placement[one],
                           return_inverse=True)
-    logs = np.log(throughput[one])
-    mean = np.bincount(bucket, weights=logs) / np.bincount(bucket)
+    count = np.bincount(bucket)
+    mean = np.bincount(bucket, weights=np.log(throughput[one])) / count
     pooled = throughput.copy()
-    pooled[one] = np.exp(mean[bucket])
+    pooled[one] = np.where(count[bucket] > 1, np.exp(mean[bucket]), throughput[one])   # alone: as measured
     return pooled
 
 
