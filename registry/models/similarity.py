@@ -25,8 +25,8 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
    ratios), z = 2.6 (a 90% band, calibrated on measured runs: see ``_Z_INTERVAL``).
 6. When the nearest references tie (distances within ``TIE_DISTANCE`` of the nearest, or a vote of
    at least ``NEAR_VOTE`` of the nearest's: zstd's one-thread tail matched the memory load at
-   similarity 0.73 and the triad at 0.64, whose one-thread ratios were 0.70 and 1.08) but their ratios on a node
-   differ by more than ``DISAGREE`` (a numpy matrix product matched the memory load, the triad and
+   similarity 0.73 and the triad at 0.64, whose one-thread ratios between two quick profiles were
+   0.70 and 1.08) but their ratios on a node differ by more than ``DISAGREE`` (a numpy matrix product matched the memory load, the triad and
    `mbw1c` all at similarity 1.00, which scale differently from 2 CPUs to 1), the signature cannot
    tell which of them the query behaves like: the interval is widened to cover every such
    reference's ratio, and the explanation says so (``disagree``), which `nodereg match` turns into
