@@ -26,11 +26,11 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
 6. When the nearest references tie (distances within ``TIE_DISTANCE`` of the nearest, or a vote of
    at least ``NEAR_VOTE`` of the nearest's: zstd's one-thread tail matched the memory load at
    similarity 0.73 and the triad at 0.64, whose one-thread ratios between two quick profiles were
-   0.70 and 1.08) but their ratios on a node differ by more than ``DISAGREE`` (a numpy matrix product matched the memory load, the triad and
-   `mbw1c` all at similarity 1.00, which scale differently from 2 CPUs to 1), the signature cannot
-   tell which of them the query behaves like: the interval is widened to cover every such
-   reference's ratio, and the explanation says so (``disagree``), which `nodereg match` turns into
-   a warning.
+   0.70 and 1.08) but their ratios on a node differ by more than ``DISAGREE`` (a numpy matrix
+   product matched the memory load, the triad and `mbw1c` all at similarity 1.00, which scale
+   differently from 2 CPUs to 1), the signature cannot tell which of them the query behaves like:
+   the interval is widened to cover every such reference's ratio, and the explanation says so
+   (``disagree``), which `nodereg match` turns into a warning.
 
 The defaults (k=5, shrink=0.1, relevance_power=2) were chosen on the Lumos Alibaba cloud and
 checked on the Huawei one (docs/evaluation.md), never tuned on the app being predicted. Work per
