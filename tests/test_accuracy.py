@@ -129,5 +129,6 @@ def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     assert {s["model_name"] for s in json.loads(res.out)["summary"]} == {"gbt"}
     res = cli("accuracy", "sleepy")
     assert res.code == 0 and "summary" in res.out and "sleepy" in res.out
+    assert "nan" not in res.out   # no trace stored: no traced_gap, shown as nothing
     assert_one_line_error(cli("accuracy", "nope"), "unknown app 'nope'")
     assert_one_line_error(cli("accuracy", "--model", "corredor"), "no stored predictions for model 'corredor'")
