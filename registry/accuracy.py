@@ -10,8 +10,10 @@ prediction can beat.
 Per set (an app's trace, projected from its base node by one model): the error on each node, and
 how well the predicted order of the nodes held: Spearman's rank correlation, top-1 (the node
 predicted fastest was the fastest measured) and regret (time on that node / best time - 1). Per
-model and version, the summary over its sets. The base node's prediction is the traced time itself,
-not a prediction, so it counts in the ranking (it is one of the candidates) but not in the errors.
+model and version, the summary over its sets. The base node's prediction is the base time itself
+(the traced run, or its median with the runs measured there before `match`), not a prediction, so
+it counts in the ranking (it is one of the candidates) but not in the errors; its row also sets the
+traced run beside the measured ones (`traced_gap`).
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from registry.evaluate import choice_quality
 # on the node: the count the user fixed when tracing (traces.threads), else one per CPU of the node, as
 # `nodereg run` starts it (registry/measure/onnode.py). Not the prediction's own `threads`, which is the
 # count its phases were projected at: 1 for an app whose phases did not keep the base CPUs busy.
+# (v_predictions compares by the same rule since schema version 13; this query also wants the runs' range.)
 _MATCHED = """
 SELECT p.app, p.trace_uid, p.base_node, p.node, p.model_name, p.model_version,
-       COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s,
+       COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s, t.wall_s AS traced_s,
        r.runs, r.median_s AS measured_s, r.min_s, r.max_s
 FROM (SELECT v.*, max(v.created_at) OVER (PARTITION BY v.app, v.trace_uid, v.model_name) AS latest
       FROM v_predictions v) p
@@ -84,7 +87,8 @@ def assess(frame: pd.DataFrame) -> Accuracy:
         apps = ", ".join(sorted(frame["app"].unique()))
         raise UserError(f"no measured runs match the stored predictions of {apps} (same app, node and thread "
                         "count): measure them with `nodereg run NODE -- CMD`")
-    cells = cells.astype({"predicted_s": float, "measured_s": float, "min_s": float, "max_s": float})
+    cells = cells.astype({"predicted_s": float, "measured_s": float, "min_s": float, "max_s": float,
+                          "traced_s": float})
     cells["trace_uid"] = cells["trace_uid"].fillna("(file)")  # a trace file not in the registry
     cells["model_version"] = cells["model_version"].fillna("")
     cells["base"] = cells["node"] == cells["base_node"]
@@ -92,8 +96,12 @@ def assess(frame: pd.DataFrame) -> Accuracy:
     cells["spread"] = (cells["max_s"] - cells["min_s"]) / cells["measured_s"]
     sets = pd.DataFrame([_ranking(key, g) for key, g in cells.groupby(_SET, sort=True)])
     summary = pd.DataFrame([_summary(key, cells, sets) for key, _ in sets.groupby(["model_name", "model_version"])])
+    # the traced run against the runs measured on the base node: one run's own noise, which a projection
+    # from the traced time alone carries to every node (`match` starts from the median with the runs)
+    cells["traced_gap"] = np.where(cells["base"], (cells["traced_s"] - cells["measured_s"]) / cells["measured_s"],
+                                   np.nan)
     columns = ["app", "model_name", "model_version", "base_node", "node", "base", "threads", "predicted_s",
-               "measured_s", "runs", "spread", "error", "low_s", "high_s", "trace_uid"]
+               "measured_s", "runs", "spread", "error", "traced_s", "traced_gap", "low_s", "high_s", "trace_uid"]
     return Accuracy(cells[columns].reset_index(drop=True), sets, summary)
 
 

@@ -7,9 +7,11 @@ Node variants: every CPU-subset shape of this host (1, 2, 4, ... CPUs up to all;
 scatter placements where they differ; two SMT siblings of one core where the host has SMT), each
 profiled (`nodereg profile --quick`) unless the registry has it already.
 
-Each program is traced once on the base variant (`nodereg trace`), predicted on every variant
-(`nodereg match`), measured on every variant (`nodereg run`), and the table comes from
-`nodereg accuracy`, with each program's own run-to-run spread beside its error.
+Each program is traced once on the base variant (`nodereg trace`), measured there (`nodereg run`),
+predicted on every variant (`nodereg match`, from the median of the traced and measured base
+runs), measured on every other variant, and the table comes from `nodereg accuracy`, with each
+program's own run-to-run spread beside its error and, on the base, the traced run against the
+measured ones.
 
     .venv/bin/python scripts/validate_apps.py [--quick] [--programs cg.A,xz,...] [--db URL] [--keep]
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -47,6 +50,8 @@ OTHER_DEFAULT = ("xz", "zstd", "sysbench-memory", "numpy-matmul")
 QUICK = ("cg.W", "mg.W", "is.W", "xz", "numpy-matmul")
 APT_PACKAGES = {"xz": "xz-utils", "zstd": "zstd", "sysbench": "sysbench"}
 INPUT_MB = 16
+MEASURED_S = 8.0     # a short program is repeated until one node's runs add up to this (see `repetitions`)
+MAX_REPEAT = 9
 console = Console(stderr=True, highlight=False)
 
 
@@ -173,25 +178,43 @@ def program(name: str, work: Path, threads: int, archive: Path) -> Program:
     raise ValueError(f"unknown program {name!r} (NPB: KERNEL.CLASS such as cg.A; others: {', '.join(OTHER_DEFAULT)})")
 
 
+def repetitions(least: int, traced_s: float) -> int:
+    """Repetitions of each measured run: at least `least`, more for a short program, so that one node's
+    runs add up to MEASURED_S (its time from the trace on the base, the fastest variant), up to
+    MAX_REPEAT. A program of about a second moved by 10-40% between runs on the 2-vCPU guest (NPB CG.A,
+    IS.A, BT.W: docs/validation.md), and the median of three such runs is one of them."""
+    return max(least, min(MAX_REPEAT, math.ceil(MEASURED_S / max(traced_s, 1e-3))))
+
+
+def measure(db: str, prog: Program, v: Variant, repeat: int, args) -> None:
+    console.print(f"  run on {v.name} ({repeat}x)")
+    if err := failed(nodereg(db, "run", v.name, "--name", prog.name, "--repeat", str(repeat),
+                             "--timeout", str(args.timeout), "--", *prog.argv)):
+        console.print(f"  run on {v.name} failed: {err}")
+
+
 def validate(prog: Program, db: str, base: Variant, targets: list[Variant], work: Path, args) -> str | None:
-    """Trace on the base, predict everywhere, measure everywhere; the trace's uid (None: it failed)."""
+    """Trace on the base, measure there, predict everywhere, measure everywhere else; the trace's uid
+    (None: it failed). The runs on the base come before `match`, which projects from the median of
+    the traced run and those runs rather than from the one traced run (docs/match.md)."""
     out = work / f"{prog.name}.trace.json"
     console.print(f"  trace on {base.name}")
     if err := failed(nodereg(db, "trace", "--name", prog.name, "--node", base.name, "--timeout", str(args.timeout),
                              "--out", str(out), "--", *prog.argv)):
         console.print(f"  [skipped] trace failed: {err}")
         return None
-    uid = read_trace(out).meta["uid"]
+    trace = read_trace(out)
+    repeat = repetitions(args.repeat, trace.wall_s)
+    measure(db, prog, base, repeat, args)
     names = ",".join(v.name for v in targets)
-    if err := failed(nodereg(db, "match", uid, "--nodes", names, "--model", args.model, "--json", quiet=False)):
+    if err := failed(nodereg(db, "match", trace.meta["uid"], "--nodes", names, "--model", args.model, "--json",
+                             quiet=False)):
         console.print(f"  [skipped] match failed: {err}")
         return None
     for v in targets:
-        console.print(f"  run on {v.name} ({args.repeat}x)")
-        if err := failed(nodereg(db, "run", v.name, "--name", prog.name, "--repeat", str(args.repeat),
-                                 "--timeout", str(args.timeout), "--", *prog.argv)):
-            console.print(f"  run on {v.name} failed: {err}")
-    return uid
+        if v != base:
+            measure(db, prog, v, repeat, args)
+    return trace.meta["uid"]
 
 
 def report(db: str, uids: set[str], model: str, cpus_of: dict[str, str]) -> None:
@@ -203,12 +226,17 @@ def report(db: str, uids: set[str], model: str, cpus_of: dict[str, str]) -> None
     cells = [c for c in doc["cells"] if c["trace_uid"] in uids]
     sets = [s for s in doc["sets"] if s["trace_uid"] in uids]
     table = Table(title=f"nodereg match ({model}) against nodereg run, on {os.uname().nodename}")
-    for col in ("program", "node", "CPUs", "predicted s", "measured s", "error", "own spread"):
+    for col in ("program", "node", "CPUs", "predicted s", "measured s", "runs", "error", "own spread",
+                "traced vs measured"):
         table.add_column(col, justify="left" if col in ("program", "node", "CPUs") else "right")
     for c in cells:
+        # on the base: the base time `match` started from, and the one traced run against the measured ones
+        gap = f"{c['traced_gap']:+.1%}" if c["base"] and c["traced_gap"] is not None else ""
         table.add_row(c["app"], c["node"] + (" (base)" if c["base"] else ""), cpus_of.get(c["node"], "?"),
-                      f"{c['predicted_s']:.3g}", f"{c['measured_s']:.3g}", f"{c['error']:+.1%}", f"{c['spread']:.1%}")
-    Console().print(table)
+                      f"{c['predicted_s']:.3g}", f"{c['measured_s']:.3g}", str(c["runs"]), f"{c['error']:+.1%}",
+                      f"{c['spread']:.1%}", gap)
+    out = Console() if sys.stdout.isatty() else Console(width=160)   # a file gets the whole table, not 80 columns
+    out.print(table)
     errors = [abs(c["error"]) for c in cells if not c["base"]]
     if not errors:
         console.print("no prediction away from the base node was measured")
@@ -218,11 +246,14 @@ def report(db: str, uids: set[str], model: str, cpus_of: dict[str, str]) -> None
     lines = [f"median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%} over {len(errors)} "
              f"predictions of {len({c['app'] for c in cells})} programs (targets: <= 10%, <= 25%)",
              f"median own spread {statistics.median(c['spread'] for c in cells if not c['base']):.1%}"]
+    gaps = [abs(c["traced_gap"]) for c in cells if c["base"] and c["traced_gap"] is not None]
+    if gaps:
+        lines.append(f"base: median |traced - measured| {statistics.median(gaps):.1%} (one traced run's own noise)")
     if ranked:
         lines.append(f"ranking: median Spearman {statistics.median(rhos):.2f}, " if rhos else "ranking: ")
         lines[-1] += (f"top-1 {sum(s['top1'] for s in ranked) / len(ranked):.0%}, "
                       f"mean regret {statistics.mean(s['regret'] for s in ranked):.1%} over {len(ranked)} programs")
-    Console().print("\n".join(lines), highlight=False)
+    out.print("\n".join(lines), highlight=False)
 
 
 def main() -> int:
@@ -235,7 +266,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (builds, inputs, the default registry) in the user cache, "
                              "and reuse it next time")
-    parser.add_argument("--repeat", type=int, help="repetitions of each measured run (default 3; --quick 2)")
+    parser.add_argument("--repeat", type=int, help="least repetitions of each measured run (default 3; --quick 2); "
+                                                   f"a short program gets more, up to {MAX_REPEAT}, so that one "
+                                                   f"node's runs add up to {MEASURED_S:g} s")
     parser.add_argument("--model", default="similarity", help="projection model of `nodereg match`")
     parser.add_argument("--base", help="base variant to trace on (default: the one with every CPU)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed to one run")

@@ -21,10 +21,11 @@ from registry.runs import add_run
 PY = sys.executable
 
 
-def _frame(rows):
+def _frame(rows, traced=None):
+    """Rows as `load` reads them; `traced`: the traced run's time by trace uid."""
     columns = ["app", "trace_uid", "base_node", "node", "model_name", "model_version", "threads", "predicted_s",
                "low_s", "high_s", "runs", "measured_s", "min_s", "max_s"]
-    return pd.DataFrame([dict(zip(columns, r)) for r in rows])
+    return pd.DataFrame([{**dict(zip(columns, r)), "traced_s": (traced or {}).get(r[1])} for r in rows])
 
 
 def test_errors_ranking_and_summary_of_crafted_sets():
@@ -37,13 +38,16 @@ def test_errors_ranking_and_summary_of_crafted_sets():
         ("c", "t2", "b", "b", "sim", "1", 2, 4.0, None, None, 2, 4.0, 4.0, 4.0),
         ("c", "t2", "b", "n1", "sim", "1", 1, 9.0, None, None, 2, 6.0, 5.0, 7.0),
         ("c", "t3", "b", "n1", "other", None, 1, 9.0, None, None, 2, 6.0, 5.0, 7.0),
-    ])
+    ], traced={"t1": 12.0})
     result = assess(frame)
     cells = result.cells.set_index(["app", "model_name", "node"])
     assert len(cells) == 6 and ("a", "sim", "n3") not in cells.index
     assert cells.loc[("a", "sim", "n1"), "error"] == pytest.approx(-0.75)
     assert cells.loc[("a", "sim", "n1"), "spread"] == pytest.approx(0.1)
     assert bool(cells.loc[("a", "sim", "b"), "base"]) and not bool(cells.loc[("a", "sim", "n1"), "base"])
+    # the traced run (12 s) against the base node's measured median (10 s); not a base row: no gap
+    assert cells.loc[("a", "sim", "b"), "traced_gap"] == pytest.approx(0.2)
+    assert pd.isna(cells.loc[("a", "sim", "n1"), "traced_gap"]) and pd.isna(cells.loc[("c", "sim", "b"), "traced_gap"])
     sets = result.sets.set_index(["app", "model_name"])
     assert sets.loc[("a", "sim"), "spearman"] == pytest.approx(-1.0)   # predicted n1<n2<b, measured b<n2<n1
     assert not sets.loc[("a", "sim"), "top1"] and sets.loc[("a", "sim"), "regret"] == pytest.approx(1.0)
@@ -106,6 +110,13 @@ def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     assert set(cells) == {("similarity", "base"), ("similarity", "other"), ("similarity", "pair"), ("gbt", "base"),
                           ("gbt", "other")}
     assert (cells[("similarity", "pair")]["threads"], cells[("similarity", "pair")]["measured_s"]) == (2, 0.3)
+    # v_predictions compares by the same rule (schema 13): the 2-thread run, not the 1-thread one (9.0 s)
+    reg = open_registry(db_url)
+    with reg.connect() as conn:
+        view = conn.execute(sa.text("SELECT threads, measured_runs, measured_s FROM v_predictions "
+                                    "WHERE node = 'pair'")).all()
+    reg.close()
+    assert [tuple(v) for v in view] == [(1, 1, 0.3)]
     other = cells[("similarity", "other")]
     assert other["model_version"] == "3" and other["runs"] == 2 and other["threads"] == 1
     assert 0.4 <= other["measured_s"] < 2.0
@@ -118,5 +129,6 @@ def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     assert {s["model_name"] for s in json.loads(res.out)["summary"]} == {"gbt"}
     res = cli("accuracy", "sleepy")
     assert res.code == 0 and "summary" in res.out and "sleepy" in res.out
+    assert "nan" not in res.out   # no trace stored: no traced_gap, shown as nothing
     assert_one_line_error(cli("accuracy", "nope"), "unknown app 'nope'")
     assert_one_line_error(cli("accuracy", "--model", "corredor"), "no stored predictions for model 'corredor'")

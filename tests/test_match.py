@@ -84,6 +84,27 @@ def test_projection_follows_phase_kind_and_threads(cli, registry):
     assert all(p["low_s"] <= p["predicted_s"] <= p["high_s"] for p in out["predictions"])
 
 
+def test_a_partly_parallel_phase_is_split_by_its_cpu_use(cli, registry, tmp_path):
+    """A compute phase that kept 1.25 of b's 2 CPUs busy ran, by Amdahl's law, 75% of its time on one
+    CPU: on `one` that part keeps its time (same core speed) and the rest doubles, 10 s -> 12.5 s,
+    not 10 s (the phase rounded to one thread) nor 20 s (the phase taken as parallel)."""
+    trace = three_phase_trace()
+    trace.name, trace.wall_s = "partial", 10.0
+    trace.phases = [trace.phases[0]]
+    trace.phases[0].weight, trace.phases[0].signature["proc"]["cpu_util"] = 1.0, 1.25
+    res = cli("match", str(write_trace(trace, tmp_path / "partial.json")), "--json", "--explain", "--no-store")
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    pred = {p["node"]: p for p in out["predictions"]}
+    # (within 5%: the model blends the nearest configs and shrinks toward the node's median ratio)
+    assert pred["one"]["predicted_s"] == pytest.approx(12.5, rel=0.05)
+    assert pred["fast"]["predicted_s"] == pytest.approx(5.0, rel=0.05)   # twice the core speed either way
+    (phase,) = out["phases"]
+    assert phase["serial_share"] == pytest.approx(0.75)
+    assert phase["per_node"]["one"]["predicted_s"] == pred["one"]["predicted_s"]
+    assert {m["threads"] for m in phase["matches"]} == {1, 2}      # both parts' references are shown
+
+
 def test_only_configs_signed_on_the_base_are_references(db_url, registry):
     """The unsigned non-temporal triad is measured on every node but is no reference: it could never
     be a neighbour, and must not weigh in the per-node median ratio."""
@@ -95,6 +116,27 @@ def test_only_configs_signed_on_the_base_are_references(db_url, registry):
     assert sorted(refs.feature_matrix.rows) == ["load|L2", "peak_fma|{}", "triad|memory"]
     assert "triad|memory|nt" in profiles.key_names.tolist()
     assert not np.isnan(refs.feature_matrix.values).all(axis=1).any()
+
+
+def test_one_thread_runs_of_one_machine_are_pooled(db_url, registry):
+    """b and one made of CPUs of one host: their one-thread runs measured one core, so each key's
+    becomes the geometric mean of the two (the memory triad: 8 and 8.4 GB/s); runs at 2 threads
+    and nodes of other hosts (fast: none known) keep their own."""
+    def triad(profiles, node, threads):
+        at = ((profiles.node_names[profiles.node] == node) & (profiles.threads == threads)
+              & (profiles.key_names[profiles.key] == "triad|memory"))
+        return profiles.throughput[at].tolist()
+
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        alone = references.load_profiles(conn, "b")
+        conn.execute(sa.text("UPDATE profiles SET host = 'h' WHERE node_id IN "
+                             "(SELECT node_id FROM nodes WHERE name IN ('b', 'one'))"))
+        pooled = references.load_profiles(conn, "b")
+    reg.close()
+    assert triad(alone, "b", 1) == pytest.approx([8e9]) and triad(alone, "one", 1) == pytest.approx([8.4e9])
+    assert triad(pooled, "b", 1) == triad(pooled, "one", 1) == pytest.approx([(8e9 * 8.4e9) ** 0.5])
+    assert triad(pooled, "b", 2) == triad(alone, "b", 2) and triad(pooled, "fast", 1) == triad(alone, "fast", 1)
 
 
 def test_predictions_are_stored_and_file_argument_works(cli, sql_reader, registry):

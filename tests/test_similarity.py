@@ -228,6 +228,18 @@ def test_arrays_and_frames_give_the_same_model():
     assert np.isnan(short.ratio_matrix.values[list(f.index).index("d")]).all()
 
 
+def test_references_about_as_near_that_disagree_widen_the_interval_too():
+    """Not tied, but c has more than half b's vote (the query lies between them, nearer b): b and c
+    scale x2 and x4 on n1, so the interval covers both and the explanation names them; a query right
+    at b gives c little of a vote: nothing is widened."""
+    m = SimilarityModel(k=2, shrink=0.0, z_interval=0.0).fit(LINE)
+    between = predict(m, {"sar.x": 1.4})["n1"]
+    assert sorted(between.explanation["disagree"]["references"]) == ["b", "c"]
+    assert between.low_s == pytest.approx(20.0) and between.high_s == pytest.approx(40.0)
+    at_b = predict(m, {"sar.x": 1.05})["n1"]
+    assert "disagree" not in at_b.explanation and at_b.low_s == pytest.approx(at_b.predicted_s)
+
+
 TIED = refs({"load": {"sar.x": 1.0, "sar.y": 5.0}, "triad": {"sar.x": 1.0, "sar.y": 5.0},
              "mbw1c": {"sar.x": 1.0, "sar.y": 5.0}, "peak": {"sar.x": 9.0, "sar.y": 0.0},
              "other": {"sar.x": 5.0, "sar.y": 2.0}},

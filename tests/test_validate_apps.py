@@ -38,3 +38,29 @@ def test_programs_run_directly_with_a_fixed_worker_count(script, tmp_path):
         script.program("cg.A", tmp_path, 4, tmp_path / "none.tar.gz")
     with pytest.raises(ValueError, match="unknown program 'nope'"):
         script.program("nope", tmp_path, 4, tmp_path / "none.tar.gz")
+
+
+def test_short_programs_get_more_repetitions(script):
+    """At least --repeat; more for a short program, so that one node's runs add up to MEASURED_S,
+    up to MAX_REPEAT."""
+    assert script.repetitions(3, 9.0) == 3                                 # NPB EP.A
+    assert script.repetitions(3, 1.12) == 8                                # NPB BT.W: 8 x 1.12 s >= 8 s
+    assert script.repetitions(3, 0.55) == script.repetitions(3, 0.0) == script.MAX_REPEAT
+    assert script.repetitions(5, 2.0) == 5
+
+
+def test_the_base_is_measured_before_match(script, monkeypatch, tmp_path):
+    """Trace, then runs on the base (so that match starts from their median), then match, then the
+    other variants; each with the same repetitions."""
+    calls = []
+
+    def nodereg(db, *args, quiet=True):
+        calls.append(args[0] if args[0] != "run" else f"run {args[1]} x{args[args.index('--repeat') + 1]}")
+        return script.subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(script, "nodereg", nodereg)
+    monkeypatch.setattr(script, "read_trace", lambda path: type("T", (), {"wall_s": 2.0, "meta": {"uid": "u1"}})())
+    base, other = script.Variant("val-2c", (0, 1)), script.Variant("val-1c", (0,))
+    args = type("A", (), {"timeout": 60.0, "model": "similarity", "repeat": 3})()
+    uid = script.validate(script.Program("p", ["p"]), "duckdb://", base, [other, base], tmp_path, args)
+    assert uid == "u1" and calls == ["trace", "run val-2c x4", "match", "run val-1c x4"]

@@ -7,7 +7,7 @@ from registry.cli.output import print_json, print_table
 
 
 def _pct(value) -> str | None:
-    return None if value is None else f"{value:+.1%}"
+    return None if value is None or value != value else f"{value:+.1%}"   # None or NaN: nothing to show
 
 
 @app.command("accuracy")
@@ -27,10 +27,10 @@ def accuracy(
     if as_json:
         print_json(result.to_dict())
         return
-    cells = [{**r, "error": _pct(r["error"]), "spread": f"{r['spread']:.1%}", "base": "base" if r["base"] else ""}
-             for r in result.to_dict()["cells"]]
+    cells = [{**r, "error": _pct(r["error"]), "spread": f"{r['spread']:.1%}", "base": "base" if r["base"] else "",
+              "traced_gap": _pct(r["traced_gap"])} for r in result.to_dict()["cells"]]
     print_table(cells, ["app", "model_name", "node", "base", "threads", "predicted_s", "measured_s", "runs",
-                        "spread", "error"], title="predicted and measured, per app and node")
+                        "spread", "error", "traced_gap"], title="predicted and measured, per app and node")
     sets = [{**r, "regret": _pct(r["regret"]), "top1": None if r["top1"] is None else ("yes" if r["top1"] else "no")}
             for r in result.to_dict()["sets"]]
     print_table(sets, ["app", "model_name", "model_version", "base_node", "nodes", "spearman", "top1", "regret"],

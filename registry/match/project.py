@@ -65,6 +65,7 @@ class PhaseResult:
     predictions: dict[str, NodePrediction]
     matches: list[dict] = field(default_factory=list)   # nearest references with their similarity
     warnings: list[str] = field(default_factory=list)
+    serial_share: float = 0.0     # share of its time projected with 1-thread configs (references.thread_parts)
 
 
 @dataclass
@@ -107,7 +108,8 @@ class MatchResult:
                                 "currency": n.currency}
                                for n in self.nodes],
                "excluded": self.excluded}
-        out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "matches": p.matches,
+        out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "serial_share": p.serial_share,
+                          "matches": p.matches,
                           **({"per_node": {n: {"predicted_s": pr.predicted_s, "low_s": pr.low_s,
                                                "high_s": pr.high_s, "threads": p.threads.get(n)}
                                            for n, pr in p.predictions.items()}} if explain else {})}
@@ -147,32 +149,47 @@ def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: 
 
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, options: dict, nodes: list[str],
                    cache: dict, fixed_threads: int | None) -> PhaseResult:
+    """A phase's time on every node: its parallel and serial parts (registry.match.references.thread_parts)
+    each projected among the configs at their thread counts, and added up."""
     util = cpu_util(phase.signature)
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
-    if fixed_threads:
-        mode, k = "fixed", fixed_threads
-    else:
-        mode, k = refs_mod.thread_mode(util, trace.threads, profiles.n_cpus[profiles.base])
-    threads, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache)
-    query = Query(phase.name, _features(phase.signature), time_s)
-    preds = {p.node: p for p in model.predict(query, nodes)}
-    matches = []
-    if hasattr(model, "nearest"):
-        matches = [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key])}
-                   for key, d in model.nearest(query, 5)]
-    return PhaseResult(phase.name, time_s, mode, threads, preds, matches, _tie_warnings(phase.name, preds))
+    parts = refs_mod.thread_parts(util, fixed_threads or trace.threads, profiles.n_cpus[profiles.base])
+    features = _features(phase.signature)
+    preds: dict[str, NodePrediction] = {}
+    matches, warnings, threads = [], [], {}
+    for mode, k, share in parts:
+        part_threads, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache)
+        threads = threads or part_threads          # the first part's: the parallel one where there is one
+        query = Query(phase.name, features, time_s * share)
+        part = {p.node: p for p in model.predict(query, nodes)}
+        warnings = warnings or _tie_warnings(phase.name, part)    # one per phase: the first part's
+        preds = {n: _plus(preds.get(n), p) for n, p in part.items()}
+        if hasattr(model, "nearest"):
+            matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
+                         "share": round(share, 4)} for key, d in model.nearest(query, 5)]
+    serial = next((share for mode, k, share in parts if (mode, k) == ("fixed", 1)), 0.0)
+    return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, warnings, serial_share=serial)
+
+
+def _plus(a: NodePrediction | None, b: NodePrediction) -> NodePrediction:
+    """Two parts of a phase on one node, added up (their intervals too: the parts' errors are not
+    independent, both coming from one signature)."""
+    if a is None:
+        return b
+    return NodePrediction(b.node, a.predicted_s + b.predicted_s, a.low_s + b.low_s, a.high_s + b.high_s,
+                          {**b.explanation, **a.explanation}, a.warnings + b.warnings)
 
 
 def _tie_warnings(phase: str, preds: dict[str, NodePrediction]) -> list[str]:
-    """One warning per phase whose equally near references disagree on how it scales (on any node)."""
+    """A warning for a phase whose about equally near references disagree on how it scales (on any node)."""
     split = {n: p.explanation["disagree"] for n, p in preds.items() if "disagree" in p.explanation}
     if not split:
         return []
     node, first = next(iter(split.items()))
     lo, hi = first["ratios"]
-    return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are equally similar but "
+    return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are about equally similar but "
             f"scale differently on {len(split)} node(s) (on {node}: x{lo:.2f} to x{hi:.2f} the base time); the "
             "signature cannot tell them apart, so the intervals were widened to cover them all"]
 
@@ -245,8 +262,8 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
             fixed_threads: int | None = None) -> MatchResult:
     """Predicted time of the traced app on every target node, ranked; `options`: the model's (texts
     or values, registry.models.options). `fixed_threads`: project
-    every phase at that thread count (capped by each node's CPUs) instead of the count it would use
-    there; registry.match.scaled then scales to each node's CPUs with the app's own curve."""
+    every phase's parallel part at that thread count (capped by each node's CPUs) instead of the
+    count it would use there; registry.match.scaled then scales to each node's CPUs with the app's own curve."""
     trace, wall = inputs.found.trace, inputs.base_time_s
     # a phase's share of the run, applied to the base time
     cache: dict = {}

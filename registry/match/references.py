@@ -57,7 +57,13 @@ GROUP BY node_id, threads, combo"""
 _CONFIGS = """
 SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json
 FROM ub_configs c JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
-_NODES = "SELECT node_id, name AS node, n_cpus FROM nodes"
+# with the one host a node's profiles were measured on (none where there are several, or none known)
+_NODES = """
+SELECT n.node_id, n.name AS node, n.n_cpus, n.cpu_model, n.max_mhz,
+       CASE WHEN h.hosts = 1 THEN h.host END AS host
+FROM nodes n
+LEFT JOIN (SELECT node_id, min(host) AS host, count(DISTINCT host) AS hosts FROM profiles GROUP BY node_id) h
+       ON h.node_id = n.node_id"""
 _FEATURES = """
 SELECT r.config_id, s.source, s.metric, s.value FROM signatures s
 JOIN profile_runs r ON s.owner_kind = 'profile_run' AND s.owner_id = r.run_id
@@ -222,12 +228,49 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         placements.append(placement or "")
     key_names, key_of_combo = np.unique(np.array(keys, dtype=str), return_inverse=True)
     placement_names, placement_of_combo = np.unique(np.array(placements, dtype=str), return_inverse=True)
+    key = key_of_combo[combo_code]
+    placement = placement_of_combo[combo_code]
+    throughput = _pool_one_thread(_hardware(node_table)[node], key, placement, threads, throughput)
     base_id = int(node_table["node_id"][base_code])
     features = _base_features(read_arrays(conn, _FEATURES, {"node": base_id}))
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
     return Profiles(base, names.astype(object), key_names, node.astype(np.int64, copy=False),
-                    key_of_combo[combo_code], threads, placement_names.astype(object), placement_of_combo[combo_code],
+                    key, threads, placement_names.astype(object), placement,
                     (combos // 64)[combo_code], throughput, features, n_cpus)
+
+
+def _hardware(node_table: dict) -> np.ndarray:
+    """Per node: a code of what its one thread runs on (host, CPU model, max MHz), shared by nodes
+    made of CPUs of one machine; -1 for a node alone on its machine, profiled on several hosts or
+    on none known (most of a fleet: then nothing is pooled, at no cost)."""
+    names = np.array([f"{h}|{m}|{f}" if isinstance(h, str) else "" for h, m, f in   # NULL: None or NaN
+                      zip(node_table["host"], node_table["cpu_model"], node_table["max_mhz"])], dtype=str)
+    _, code = np.unique(names, return_inverse=True)
+    shared = np.bincount(code)[code] > 1
+    return np.where((names != "") & shared, code, -1).astype(np.int64)
+
+
+def _pool_one_thread(hardware: np.ndarray, key: np.ndarray, placement: np.ndarray, threads: np.ndarray,
+                     throughput: np.ndarray) -> np.ndarray:
+    """One-thread throughputs of nodes on the same hardware, pooled: each becomes the geometric mean
+    of that config's one-thread runs over those nodes. One thread of CPU subsets of one machine
+    (`profile --cpus`) runs on the same kind of core, so their profiles measured one quantity, minutes
+    apart; on the 2-vCPU guest the one-thread memory load measured 42% faster in the quick profile
+    of CPU 0 alone than in that of CPUs 0-1: a one-thread phase matched to it was predicted 30%
+    faster on the one-CPU node, and the load scaled 1.26x from one CPU to two instead of 1.50x with
+    the two pooled (docs/validation.md). Several threads are left alone: which CPUs they share
+    depends on the subset."""
+    one = np.flatnonzero((threads == 1) & (hardware >= 0))
+    if not len(one):
+        return throughput
+    places = int(placement.max(initial=0)) + 1
+    _, bucket = np.unique((hardware[one] * (int(key.max(initial=0)) + 1) + key[one]) * places + placement[one],
+                          return_inverse=True)
+    count = np.bincount(bucket)
+    mean = np.bincount(bucket, weights=np.log(throughput[one])) / count
+    pooled = throughput.copy()
+    pooled[one] = np.where(count[bucket] > 1, np.exp(mean[bucket]), throughput[one])   # alone: as measured
+    return pooled
 
 
 def threads_on(profiles: Profiles, mode: str, k: int) -> np.ndarray:
@@ -282,6 +325,24 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     features = Matrix(names, [c for c, m in zip(features.columns, measured) if m], values[:, measured])
     refs = ReferenceSet(p.base, features, Matrix(names, p.node_names[used].astype(str).tolist(), log_ratio))
     return refs, dict(zip(names, p.threads[base_runs].tolist()))
+
+
+def thread_parts(cpu_util: float | None, trace_threads: int | None, base_cpus: int) -> list[tuple[str, int, float]]:
+    """How a phase uses threads, as (mode, k, share of its time) parts (see `threads_on` for modes).
+
+    A phase of n threads (the count it was told, else one per base CPU) that kept u CPUs busy on
+    average spent, by Amdahl's law, (n - u) / (n - 1) of its time on one CPU and the rest on all n
+    (serial s and parallel p: s + p/n = t and s + p = u t). The parallel part is projected with
+    configs at the thread count it would use on each node, the serial part with 1-thread configs,
+    so that a phase goes faster on more CPUs only as far as its own CPU use says: NPB MG.A kept 1.3
+    of 2 CPUs busy and ran 1.34x slower on one CPU, where rounding it to one thread predicted 0.94x
+    and calling it parallel would say 2x. Where n is 1 or u unknown, one part (`thread_mode`)."""
+    n = min(int(trace_threads or base_cpus), base_cpus)
+    if cpu_util is None or not math.isfinite(cpu_util) or n <= 1:
+        return [(*thread_mode(cpu_util, trace_threads, base_cpus), 1.0)]
+    serial = min(1.0, max(0.0, (n - cpu_util) / (n - 1)))
+    parallel = ("fixed", int(trace_threads)) if trace_threads else ("all", base_cpus)
+    return [part for part in ((*parallel, 1.0 - serial), ("fixed", 1, serial)) if part[2] > 0]
 
 
 def thread_mode(cpu_util: float | None, trace_threads: int | None, base_cpus: int) -> tuple[str, int]:

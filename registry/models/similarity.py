@@ -23,12 +23,14 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
    ratio over all references by ``shrink`` (steadier when the neighbours disagree or are far).
 5. The interval is the projection times exp(+-z x the weighted spread of the neighbours' log
    ratios), z = 2.6 (a 90% band, calibrated on measured runs: see ``_Z_INTERVAL``).
-6. When the nearest references tie (distances within ``TIE_DISTANCE`` of the nearest) but their
-   ratios on a node differ by more than ``DISAGREE`` (a numpy matrix product matched the memory
-   load, the triad and `mbw1c` all at similarity 1.00, which scale differently from 2 CPUs to 1),
-   the signature cannot tell which of them the query behaves like: the interval is widened to
-   cover every tied reference's ratio, and the explanation says so (``disagree``), which
-   `nodereg match` turns into a warning.
+6. When the nearest references tie (distances within ``TIE_DISTANCE`` of the nearest, or a vote of
+   at least ``NEAR_VOTE`` of the nearest's: zstd's one-thread tail matched the memory load at
+   similarity 0.73 and the triad at 0.64, whose one-thread ratios between two quick profiles were
+   0.70 and 1.08) but their ratios on a node differ by more than ``DISAGREE`` (a numpy matrix
+   product matched the memory load, the triad and `mbw1c` all at similarity 1.00, which scale
+   differently from 2 CPUs to 1), the signature cannot tell which of them the query behaves like:
+   the interval is widened to cover every such reference's ratio, and the explanation says so
+   (``disagree``), which `nodereg match` turns into a warning.
 
 The defaults (k=5, shrink=0.1, relevance_power=2) were chosen on the Lumos Alibaba cloud and
 checked on the Huawei one (docs/evaluation.md), never tuned on the app being predicted. Work per
@@ -60,6 +62,7 @@ _Z_INTERVAL = 2.6
 LOG_SPAN = 1000.0              # a positive feature whose references span 3 decades is compared as a log
 TIE_DISTANCE = 0.05            # references this close to the nearest (standardised RMS units) tie with it
 DISAGREE = 0.15                # tied references whose ratios differ by more than 15% disagree
+NEAR_VOTE = 0.5                # a reference with half the nearest's vote or more is about as near
 
 
 @functools.cache
@@ -297,7 +300,7 @@ class SimilarityModel(ProjectionModel):
         t = (query.base_time_s * np.exp(est)).tolist()
         half = self.z_interval * np.where(np.isfinite(spread), spread, 0.0)
         low, high = np.asarray(t) * np.exp(-half), np.asarray(t) * np.exp(half)
-        tied_refs, lo, hi, disagree = self._ties(dist[:rows], order[:rows], chosen, yz)
+        tied_refs, lo, hi, disagree = self._ties(dist[:rows], sim[:rows], order[:rows], chosen, yz)
         low = np.where(disagree, np.minimum(low, query.base_time_s * np.exp(lo)), low).tolist()
         high = np.where(disagree, np.maximum(high, query.base_time_s * np.exp(hi)), high).tolist()
         used, log_ratio = chosen.sum(axis=0).tolist(), est.tolist()
@@ -315,10 +318,12 @@ class SimilarityModel(ProjectionModel):
             out.append(NodePrediction(node, t[i], low[i], high[i], explanation=explanation))
         return out
 
-    def _ties(self, dist: np.ndarray, rows: np.ndarray, chosen: np.ndarray, y: np.ndarray):
-        """The references tied with the nearest (names), and per node the lowest and highest log ratio
-        of the tied ones that voted, and whether they disagree (>= 2 of them, ratios > DISAGREE apart)."""
-        tied_rows = np.isfinite(dist) & (dist <= (dist[0] if len(dist) else 0.0) + TIE_DISTANCE)
+    def _ties(self, dist: np.ndarray, vote: np.ndarray, rows: np.ndarray, chosen: np.ndarray, y: np.ndarray):
+        """The references about as near as the nearest (names): tied with it, or with at least
+        NEAR_VOTE of its vote; per node the lowest and highest log ratio of those that voted, and
+        whether they disagree (>= 2 of them, ratios > DISAGREE apart)."""
+        top, top_vote = (dist[0], vote[0]) if len(dist) else (0.0, 0.0)
+        tied_rows = np.isfinite(dist) & ((dist <= top + TIE_DISTANCE) | (vote >= NEAR_VOTE * top_vote))
         tied = chosen & tied_rows[:, None]
         lo = np.where(tied, y, np.inf).min(axis=0, initial=np.inf)
         hi = np.where(tied, y, -np.inf).max(axis=0, initial=-np.inf)

@@ -23,7 +23,7 @@ from registry.microbench.driver import Driver
 from registry.profile.sweep import Config
 from registry.measure.sampler import TreeSampler
 from registry.measure import counters as perf
-from registry.measure.signature import counter_signature, proc_signature, rows_in, wss_reads
+from registry.measure.signature import counter_signature, proc_signature, spans_in, wss_reads
 
 WINDOW_S = 0.3          # several samples at the trace interval, and a working-set reading
 INTERVAL_S = 0.1        # the default interval of `nodereg trace`
@@ -71,7 +71,7 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, 
     end = time.monotonic() - t0
     sampler.sample(end, final=True)
     whole = [[0.0, end]]
-    sig = {"proc": proc_signature(rows_in(sampler.rows, whole), llc_bytes, wss_reads(sampler.rows, whole, INTERVAL_S)),
+    sig = {"proc": proc_signature(spans_in(sampler.rows, whole), llc_bytes, wss_reads(sampler.rows, whole, INTERVAL_S)),
            "counters": counter_signature(counter_rows)}
     return {source: metrics for source, metrics in sig.items() if metrics}
 
