@@ -202,7 +202,7 @@ def test_probed_streams_without_functions_go_to_the_longest_phase():
 
 @needs_valgrind
 def test_trace_streams_split_by_openmp_region(cli, db_url, built, two_threads):
-    n = 1 << 16   # enough work for both regions to be phases (>= 1% of the run)
+    n = 1 << 18   # enough work for both regions to be phases (>= 1% of the run) also on a loaded machine
     res = cli("trace", "--name", "two", "--streams", "--", built / "tworegions", str(n), "20")
     assert res.code == 0, res.err
     assert _stored_streams(db_url) == ([("main._omp_fn.0", i, n // 2, 8, "P") for i in range(3)]
