@@ -186,17 +186,29 @@ def repetitions(least: int, traced_s: float) -> int:
     return max(least, min(MAX_REPEAT, math.ceil(MEASURED_S / max(traced_s, 1e-3))))
 
 
-def measure(db: str, prog: Program, v: Variant, repeat: int, args) -> None:
-    console.print(f"  run on {v.name} ({repeat}x)")
-    if err := failed(nodereg(db, "run", v.name, "--name", prog.name, "--repeat", str(repeat),
-                             "--timeout", str(args.timeout), "--", *prog.argv)):
-        console.print(f"  run on {v.name} failed: {err}")
+def measure(db: str, prog: Program, nodes: list[Variant], repeat: int, args) -> None:
+    """`repeat` runs on each node, interleaved (one on each node in turn, `repeat` rounds) rather than
+    node after node: the guest's speed drifts by 10-20% over minutes (another tenant of the host),
+    and node after node that drift lands in the ratio between the nodes, which is what `match`
+    predicts. Interleaved, it moves every node's runs alike."""
+    console.print(f"  runs on {', '.join(v.name for v in nodes)}, interleaved ({repeat}x)")
+    failing: set[str] = set()
+    for _ in range(repeat):
+        for v in nodes:
+            if v.name in failing:
+                continue
+            if err := failed(nodereg(db, "run", v.name, "--name", prog.name, "--repeat", "1",
+                                     "--timeout", str(args.timeout), "--", *prog.argv)):
+                console.print(f"  run on {v.name} failed: {err}")
+                failing.add(v.name)
 
 
 def validate(prog: Program, db: str, base: Variant, targets: list[Variant], work: Path, args) -> str | None:
-    """Trace on the base, measure there, predict everywhere, measure everywhere else; the trace's uid
-    (None: it failed). The runs on the base come before `match`, which projects from the median of
-    the traced run and those runs rather than from the one traced run (docs/match.md)."""
+    """Trace on the base, measure on every variant (interleaved), then predict; the trace's uid (None: it
+    failed). `match` reads the app's runs on its base node only (registry/match/project.py, _BASE_RUNS)
+    and projects from the median of the traced run and those; the runs on the other variants are not
+    among its inputs, so measuring them before `match` tells it nothing, and lets their runs share the
+    rounds with the base's."""
     out = work / f"{prog.name}.trace.json"
     console.print(f"  trace on {base.name}")
     if err := failed(nodereg(db, "trace", "--name", prog.name, "--node", base.name, "--timeout", str(args.timeout),
@@ -204,16 +216,12 @@ def validate(prog: Program, db: str, base: Variant, targets: list[Variant], work
         console.print(f"  [skipped] trace failed: {err}")
         return None
     trace = read_trace(out)
-    repeat = repetitions(args.repeat, trace.wall_s)
-    measure(db, prog, base, repeat, args)
+    measure(db, prog, [base, *(v for v in targets if v != base)], repetitions(args.repeat, trace.wall_s), args)
     names = ",".join(v.name for v in targets)
     if err := failed(nodereg(db, "match", trace.meta["uid"], "--nodes", names, "--model", args.model, "--json",
                              quiet=False)):
         console.print(f"  [skipped] match failed: {err}")
         return None
-    for v in targets:
-        if v != base:
-            measure(db, prog, v, repeat, args)
     return trace.meta["uid"]
 
 

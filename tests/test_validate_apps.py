@@ -49,9 +49,9 @@ def test_short_programs_get_more_repetitions(script):
     assert script.repetitions(5, 2.0) == 5
 
 
-def test_the_base_is_measured_before_match(script, monkeypatch, tmp_path):
-    """Trace, then runs on the base (so that match starts from their median), then match, then the
-    other variants; each with the same repetitions."""
+def test_runs_are_interleaved_before_match(script, monkeypatch, tmp_path):
+    """Trace, then the runs, one per variant in turn (the base first), so that a drift of the machine's
+    speed moves every variant alike, then match (which starts from the base runs' median)."""
     calls = []
 
     def nodereg(db, *args, quiet=True):
@@ -63,4 +63,4 @@ def test_the_base_is_measured_before_match(script, monkeypatch, tmp_path):
     base, other = script.Variant("val-2c", (0, 1)), script.Variant("val-1c", (0,))
     args = type("A", (), {"timeout": 60.0, "model": "similarity", "repeat": 3})()
     uid = script.validate(script.Program("p", ["p"]), "duckdb://", base, [other, base], tmp_path, args)
-    assert uid == "u1" and calls == ["trace", "run val-2c x4", "match", "run val-1c x4"]
+    assert uid == "u1" and calls == ["trace", *["run val-2c x1", "run val-1c x1"] * 4, "match"]
