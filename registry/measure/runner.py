@@ -259,6 +259,8 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout) ->
                 next_tick += interval_s * max(1, int((now - next_tick) / interval_s) + 1)
         _, wait_status, usage = os.wait4(proc.pid, 0)
         returncode = proc.returncode = os.waitstatus_to_exitcode(wait_status)
+        if status is None:  # exited by itself: its last row was read from the zombie
+            sampler.account_exit(usage.ru_utime + usage.ru_stime)
         reader.drain()
     except Interrupted:
         kill_tree(proc.pid, known=sampler.pids_seen, grace_s=TERM_GRACE_S)

@@ -1,0 +1,51 @@
+"""The sampler's CPU time at the end of a run: threads that exit with the process take their time
+since the previous sample with them, and wait4's total gives it back to the last row."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from registry.measure import runner
+from registry.measure.sampler import TreeSampler
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def _sampler_with(rows: list[tuple[float, float]]) -> TreeSampler:
+    s = TreeSampler(root=0, wss=False)
+    s.rows = [{"t_s": t, "cpu_util": u} for t, u in rows]
+    return s
+
+
+def test_the_time_missed_at_exit_goes_to_the_last_row():
+    s = _sampler_with([(0.1, 1.9), (0.2, 1.9), (0.25, 0.0)])   # last 50 ms read from the zombie
+    s.account_exit(0.19 + 0.19 + 0.095)
+    assert s.rows[-1]["cpu_util"] == pytest.approx(1.9)
+    assert [r["cpu_util"] for r in s.rows[:-1]] == [1.9, 1.9]
+
+
+def test_earlier_lost_time_is_not_piled_onto_the_end():
+    """At most the busiest earlier row's rate: a thread that exited mid-run lost time the end did not use."""
+    s = _sampler_with([(0.1, 2.0), (0.2, 1.0), (0.25, 0.1)])
+    s.account_exit(5.0)
+    assert s.rows[-1]["cpu_util"] == pytest.approx(2.0)
+
+
+def test_nothing_missing_changes_nothing():
+    s = _sampler_with([(0.1, 1.0), (0.2, 1.0)])
+    s.account_exit(0.15)   # less than the samples saw (a child not waited for): left alone
+    assert [r["cpu_util"] for r in s.rows] == [1.0, 1.0]
+
+
+def test_a_traced_team_keeps_its_cpu_time_to_the_end(tmp_path, monkeypatch):
+    """Two OpenMP threads busy to the exit: the rows add up to the run's CPU time (wait4), which the
+    zombie's last read alone falls short of by up to an interval of the team's time."""
+    exe = tmp_path / "triad"
+    subprocess.run(["cc", "-O2", "-fopenmp", str(PROGRAMS / "triad.c"), "-o", str(exe)], check=True)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    res = runner.run([str(exe), "2000000", "600"], wss=False, stdout=subprocess.DEVNULL)
+    assert res.exit_status == 0 and res.wall_s > 0.3
+    starts = [0.0, *(r["t_s"] for r in res.samples[:-1])]
+    seen = sum(r["cpu_util"] * (r["t_s"] - t0) for r, t0 in zip(res.samples, starts))
+    assert seen == pytest.approx(res.cpu_s, rel=0.03)
