@@ -68,8 +68,9 @@ def proc_signature(spans: list[tuple[dict, float]], llc_bytes: int | None = None
                    wss: list[float] | None = None) -> dict[str, float]:
     """Means of the rates over the samples `spans` (`spans_in`), weighted by their intervals' lengths,
     the peak RSS, and the median of the working-set reads `wss`. Weighted: the last sample of a
-    run is cut short at its exit (6 ms of a 0.56 s run of sysbench, its threads already gone, and
-    as one plain sample of six it put the run's CPU use at 1.55 CPUs instead of 1.66)."""
+    run is cut short at its exit (6 ms of a 0.56 s run of sysbench), and as one plain sample of six
+    it counted as much as a whole 0.1 s one (with its CPU time lost then, before the runner's
+    `TreeSampler.account_exit`, it put the run's CPU use at 1.55 CPUs instead of 1.66)."""
     if not spans:
         return {}
     rows = [r for r, _ in spans]

@@ -14,8 +14,9 @@ info: the function of the stream's busiest instruction). The probe does not see 
 or the OpenMP shim's boundaries; the tracer attaches a stream to the OpenMP region of its function
 (the shim names regions by their outlined functions), the others to the trace's longest phase (the
 thesis models the significant phase; the others go to the remainder), and a program's author can
-declare a phase's streams by hand (registry.trace.markers.streams, NODEREG_PHASE_STREAM in C). A stream is *significant* when it takes at least MIN_SHARE of the probed accesses; the rest
-(start-up, libc, a result written once per row) is left out.
+declare a phase's streams by hand (registry.trace.markers.streams, NODEREG_PHASE_STREAM in C). A
+stream is *significant* when it takes at least MIN_SHARE of the probed accesses; the rest (start-up,
+libc, a result written once per row) is left out.
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ def run(argv: list[str], *, cpus: list[int] | None = None, env: dict | None = No
         else:
             returncode, out = _run_lackey(argv, Path(tmp), ["--window", str(window), "--every", str(every)], **watch)
     elapsed = time.monotonic() - started
+    probe = "lackey" if lib_dir is None else streamtool.TOOL
     if returncode == -signal.SIGILL:
         raise UserError(f"valgrind cannot run {argv[0]}'s instructions (SIGILL; valgrind lacks AVX-512): probe a "
                         "build without AVX-512 (e.g. -mno-avx512f)")
@@ -182,6 +184,5 @@ def run(argv: list[str], *, cpus: list[int] | None = None, env: dict | None = No
         raise UserError(f"{argv[0]} failed under the stream probe (exit status {returncode})")
     accesses, threads, every, streams = parse(out)
     if not accesses:
-        raise UserError(f"the stream probe ({'lackey' if lib_dir is None else streamtool.TOOL}) wrote no report")
-    return ProbeResult(accesses, threads, every, tuple(streams), elapsed,
-                       "lackey" if lib_dir is None else streamtool.TOOL, fallback)
+        raise UserError(f"the stream probe ({probe}) wrote no report")
+    return ProbeResult(accesses, threads, every, tuple(streams), elapsed, probe, fallback)
