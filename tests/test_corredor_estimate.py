@@ -137,5 +137,5 @@ def test_params_round_trip_the_thresholds(zones):
     again = CorredorModel.from_params(model.params())
     assert again.zones == model.zones and again.rules == model.rules and again.base_node == "base"
     assert "zones version 1" in model.describe()
-    ratio = CorredorModel(zones, estimate="ratio")
-    assert CorredorModel.from_params(ratio.params()).option_values() == {"estimate": "ratio"}
+    ratio = CorredorModel(zones, estimate="ratio", unmatched="remainder")
+    assert CorredorModel.from_params(ratio.params()).option_values() == {"estimate": "ratio", "unmatched": "remainder"}

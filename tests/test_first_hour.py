@@ -184,6 +184,10 @@ def test_configs_are_explained_in_words_and_the_base_time_is_named(cli, traced):
     assert config_in_words("triad|memory|nt") == "triad from memory, non-temporal stores"
     assert config_in_words('mbw1c|{"streams": [[67108864, 8, "f64", "C", "seq"]]}') == \
         "mbw1c: 1 stream: 67108864 f64, stride 8 B, shared, seq"
+    assert config_in_words('{"placement":"compact","streams":[[524288,8,"f64","P","seq"]],"ub":"mbw1p"}') == \
+        "mbw1p: 1 stream: 524288 f64, stride 8 B, private, seq"       # corredor's config identity
+    assert config_in_words('{"placement":"scatter","streams":[[64,8,"f64","C","seq"]],"ub":"mbw1c"}') == \
+        "mbw1c: 1 stream: 64 f64, stride 8 B, shared, seq, placement scatter"
     shown = cli("match", traced, "--no-store")
     assert "traced run 21 s" in shown.out and '{"' not in shown.out, shown.out
     cli("runs", "add", "app", "b", "--threads", "2", "--time", "30")

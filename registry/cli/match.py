@@ -79,7 +79,8 @@ def match(
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else "")
         serial = f", {phase.serial_share:.0%} of it on one CPU" if 0 < phase.serial_share < 1 else ""
-        console.print(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest: {reason}")
+        by = f" (projected by {phase.projected_by})" if phase.projected_by else ""
+        console.print(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest{by}: {reason}")
         if explain:
             print_table([{"node": n, "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
                           "threads": phase.threads.get(n)} for n, p in phase.predictions.items()])

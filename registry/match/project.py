@@ -66,6 +66,7 @@ class PhaseResult:
     matches: list[dict] = field(default_factory=list)   # nearest references with their similarity
     warnings: list[str] = field(default_factory=list)
     serial_share: float = 0.0     # share of its time projected with 1-thread configs (references.thread_parts)
+    projected_by: str | None = None   # the model that projected it when not the one asked for (a fallback)
 
 
 @dataclass
@@ -109,7 +110,7 @@ class MatchResult:
                                for n in self.nodes],
                "excluded": self.excluded}
         out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "serial_share": p.serial_share,
-                          "matches": p.matches,
+                          "projected_by": p.projected_by or self.model, "matches": p.matches,
                           **({"per_node": {n: {"predicted_s": pr.predicted_s, "low_s": pr.low_s,
                                                "high_s": pr.high_s, "threads": p.threads.get(n)}
                                            for n, pr in p.predictions.items()}} if explain else {})}
@@ -171,6 +172,32 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
                          "share": round(share, 4)} for key, d in model.nearest(query, 5)]
     serial = next((share for mode, k, share in parts if (mode, k) == ("fixed", 1)), 0.0)
     return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, warnings, serial_share=serial)
+
+
+def _project_streamed(phase, time_s: float, inputs: "Inputs", model: str, options: dict | None, cache: dict,
+                      fixed_threads: int | None) -> PhaseResult:
+    """A phase by a stream model (corredor); one that no config represents (the thesis would write a
+    new microbenchmark for it) by the default projection from its signature, said in a warning. The
+    thesis's own rule, the unprojected rest, keeps such a phase's base time when nothing else is
+    projected: on a node with half the CPUs that is a 2x error, which the signature avoids."""
+    from registry.match import streams as stream_match
+
+    result = stream_match.project_phase(phase, time_s, inputs, cache.setdefault(model, {}), model, options)
+    if not isinstance(result, stream_match.Unmatched):
+        return result
+    try:
+        fallback = _project_phase(phase, time_s, inputs.found.trace, inputs.profiles, PROJECTION, {}, inputs.targets,
+                                  cache.setdefault(PROJECTION, {}), fixed_threads)
+    except UserError as exc:  # e.g. profiles without signatures: the thesis's rule after all
+        kept = stream_match.project_phase(phase, time_s, inputs, cache.setdefault("remainder", {}), model,
+                                          {**(options or {}), "unmatched": "remainder"})
+        kept.warnings.insert(0, f"phase {phase.name}: {result.reason()}, and the {PROJECTION} model cannot project "
+                                f"it either ({exc}): it joins the unprojected rest")
+        return kept
+    fallback.projected_by = PROJECTION
+    fallback.warnings.insert(0, f"phase {phase.name}: {result.reason()}; projected by the {PROJECTION} model from "
+                                f"its signature (--option unmatched=remainder keeps the thesis's rule)")
+    return fallback
 
 
 def _plus(a: NodePrediction | None, b: NodePrediction) -> NodePrediction:
@@ -268,9 +295,7 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
     # a phase's share of the run, applied to the base time
     cache: dict = {}
     if inputs.stream_refs is not None:
-        from registry.match import streams as stream_match
-
-        results = [stream_match.project_phase(p, p.weight * wall, inputs, cache, model, options)
+        results = [_project_streamed(p, p.weight * wall, inputs, model, options, cache, fixed_threads)
                    for p in inputs.phases]
     else:
         results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,

@@ -119,18 +119,23 @@ _ACCESS = {"C": "shared", "P": "private"}
 
 def config_in_words(key: str) -> str:
     """A reference key of `_family_key` for people: 'triad from memory, non-temporal stores',
-    'mbw1c: 1 stream of 67108864 f64, stride 8 B, shared, seq' (the key itself is JSON)."""
+    'mbw1c: 1 stream of 67108864 f64, stride 8 B, shared, seq' (the key itself is JSON); also a
+    stream config's identity (registry.match.streams.identity: JSON that names its ub)."""
     ub, _, rest = key.partition("|")
     level, _, nt = rest.partition("|")
     if level == "memory" or re.fullmatch(r"L\d+", level):
         where = "from memory" if level == "memory" else f"in {level}"
         return f"{ub} {where}" + (", non-temporal stores" if nt else "")
     try:
-        params = json.loads(rest or "{}")
+        params = json.loads(rest or "{}") if rest or not key.startswith("{") else json.loads(key)
     except ValueError:
         return key
     if not isinstance(params, dict):
         return key
+    if not rest:
+        ub = params.pop("ub", None) or key
+        if params.get("placement") == "compact":   # the default: said only when it is another
+            del params["placement"]
     streams = params.pop("streams", None) or []
     parts = [f"{len(streams)} stream{'s' if len(streams) != 1 else ''}: " + "; ".join(
         f"{s[0]} {s[2]}, stride {s[1]} B, {_ACCESS.get(s[3], s[3])}, {s[4]}" for s in streams)] if streams else []

@@ -99,6 +99,25 @@ def load_refs(conn: sa.Connection) -> StreamRefs:
     return StreamRefs(streams, ubs, tpi, load_zones(conn))
 
 
+@dataclass(frozen=True)
+class Unmatched:
+    """A phase without a winner, and the comparison that came closest (None: no config to compare)."""
+
+    phase: str
+    nearest: dict | None
+
+    def reason(self) -> str:
+        """Why no config represents the phase, in words (for the warning that names its fallback)."""
+        if not self.nearest:
+            return "no microbenchmark config has as many streams"
+        worst = " and ".join(f"{_FEATURES.get(f, f)} by {d:g}%" for f, d in self.nearest["d_pct"].items())
+        return (f"no microbenchmark config survives the thesis's discards (the nearest, "
+                f"{refs_mod.config_in_words(self.nearest['config'])}, differs in {worst})")
+
+
+_FEATURES = {"tpi": "time per iteration", "size": "size", "stride": "stride"}
+
+
 def streamed_phases(phases: list) -> list:
     """The trace's phases that carry streams and a time per iteration (the thesis's inputs)."""
     return [p for p in phases if p.streams and p.iterations and p.time_s]
@@ -122,9 +141,11 @@ def _thread_mode(phase, trace, base_cpus: int) -> tuple[str, int]:
 
 
 def project_phase(phase, time_s: float, inputs, cache: dict, model: str = "corredor",
-                  options: dict | None = None) -> PhaseResult:
+                  options: dict | None = None) -> PhaseResult | Unmatched:
     """One phase by the thesis's method: its winner on the base node, its estimate on every target
-    (`model`, `options`: the stream model and its options, e.g. corredor's estimate=ratio)."""
+    (`model`, `options`: the stream model and its options, e.g. corredor's estimate=ratio). A phase
+    no config survives the discards for is `Unmatched` when the model's `unmatched` option asks for
+    the default model (the caller projects it); with unmatched=remainder it keeps the thesis's rule."""
     profiles = inputs.profiles
     mode, k = _thread_mode(phase, inputs.found.trace, profiles.n_cpus[inputs.base])
     counts = refs_mod.threads_on(profiles, mode, k)
@@ -134,9 +155,14 @@ def project_phase(phase, time_s: float, inputs, cache: dict, model: str = "corre
     model = cache[(mode, threads[inputs.base])]
     streams = tuple(Stream(s["size_elems"], s["stride_bytes"], s["elem_bytes"], s["access"], s["dtype"], s["pattern"])
                     for s in phase.streams)
-    query = Phase(phase.name, streams, phase.time_s / phase.iterations * 1e6, time_s, phase.iterations, phase.weight)
+    # the time per iteration from the phase's share of the base time (the median of the traced and
+    # the measured runs there), not from the traced run alone: one slow traced run would pick the
+    # config as slow as it, and the thesis's estimate carries the winner's time to every node
+    query = Phase(phase.name, streams, time_s / phase.iterations * 1e6, time_s, phase.iterations, phase.weight)
     preds = {p.node: p for p in model.predict_phases([query], inputs.targets, time_s)}
     (details,) = next(iter(preds.values())).explanation["matches"] if preds else [{}]
+    if preds and details.get("winner") is None and getattr(model, "unmatched", "remainder") != "remainder":
+        return Unmatched(phase.name, details.get("nearest_discarded"))
     best = 1.0 / inputs.stream_refs.zones.max_index
     matches = [{"config": c["config"], "similarity": round(c["index"] * best, 4), "index": c["index"],
                 "query": c["query"], "threads": threads[inputs.base]}

@@ -56,7 +56,15 @@ def _match_details(m: PhaseMatch) -> dict:
             "sub_indexes": None if w is None else dict(w.sub), "tightenings": m.zones.tightenings,
             "candidates": [{"config": c.profile.config, "query": c.query_label(), "index": c.index}
                            for c in m.candidates],
-            "notes": list(m.notes)}
+            "notes": list(m.notes), "nearest_discarded": _discarded(m.nearest_discarded())}
+
+
+def _discarded(c: Comparison | None) -> dict | None:
+    """The closest discarded comparison, with the largest difference (d%) of each discarding feature."""
+    if c is None:
+        return None
+    return {"config": c.profile.config, "query": c.query_label(), "discarded_by": list(c.discarded_by),
+            "d_pct": {f: round(max(c.d_pct[f]), 1) for f in c.discarded_by}}
 
 
 class CorredorModel(ProjectionModel):
@@ -70,12 +78,18 @@ class CorredorModel(ProjectionModel):
     options = (Option("estimate", str, "thesis", "thesis: the winner's time per iteration on each node x the "
                       "phase's iterations (Corredor 2011); ratio: the phase's time x the winner's time per "
                       "iteration on the node / on the base node (the phase's own time on the base node)",
-                      choices=("thesis", "ratio")),)
+                      choices=("thesis", "ratio")),
+               Option("unmatched", str, "similarity", "what `nodereg match` does with a phase no config survives "
+                      "the discards for: similarity: projects it by the default model from its signature; "
+                      "remainder: the thesis's rule, it joins the unprojected rest (its base time when nothing "
+                      "else is projected)", choices=("similarity", "remainder")))
 
-    def __init__(self, zones: Zones | None = None, rules: SelectionRules | None = None, estimate: str = "thesis"):
+    def __init__(self, zones: Zones | None = None, rules: SelectionRules | None = None, estimate: str = "thesis",
+                 unmatched: str = "similarity"):
         self.zones = zones
         self.rules = rules or SelectionRules()
         self.estimate = estimate
+        self.unmatched = unmatched
         self.profiles: tuple[Profile, ...] = ()
         self.node_tpi: NodeTpi = {}
         self.base_node: str | None = None
@@ -144,17 +158,18 @@ class CorredorModel(ProjectionModel):
         if self.zones is None:
             raise UserError("the corredor model has no zones yet")
         return {"zones": self.zones.to_dict(), "rules": self.rules.to_dict(), "base_node": self.base_node,
-                "estimate": self.estimate}
+                "estimate": self.estimate, "unmatched": self.unmatched}
 
     @classmethod
     def from_params(cls, params: Mapping) -> CorredorModel:
         model = cls(Zones.from_dict(params["zones"]), SelectionRules(**params.get("rules", {})),
-                    params.get("estimate", "thesis"))
+                    params.get("estimate", "thesis"), params.get("unmatched", "similarity"))
         model.base_node = params.get("base_node")
         return model
 
     def describe(self) -> str:
         zones = "no zones" if self.zones is None else f"zones version {self.zones.version}"
         return (f"{self.description} Base node {self.base_node or '?'}, {len(self.profiles)} configs, {zones}, "
-                f"at most {self.rules.max_candidates} close candidates before tightening, {self.estimate} estimate.")
+                f"at most {self.rules.max_candidates} close candidates before tightening, {self.estimate} estimate, "
+                f"unmatched phases by {self.unmatched}.")
 

@@ -100,6 +100,13 @@ class PhaseMatch:
     def index(self) -> float | None:
         return None if self.winner is None else self.winner.index
 
+    def nearest_discarded(self) -> Comparison | None:
+        """With no winner, the comparison that came closest: fewest features past their discard
+        threshold, then the tie order. It tells the user which feature no config matches."""
+        if self.winner is not None or not self.comparisons:
+            return None
+        return min(self.comparisons, key=lambda c: (len(c.discarded_by), c.d_pct["tpi"][0], tie_key(c)[3:]))
+
 
 def match_phase(phase: Phase, profiles: Sequence[Profile], zones: Zones,
                 rules: SelectionRules = SelectionRules()) -> PhaseMatch:
