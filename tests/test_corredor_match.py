@@ -121,15 +121,19 @@ def test_a_trace_without_streams_names_the_command(cli, registry):
 def test_the_ratio_estimate_keeps_the_phases_own_time_on_the_base(cli, registry):
     """A phase 1.5x slower per iteration than its winner (3e9 iterations in 9 s: 0.003 us vs 0.002):
     the thesis's estimate on the other node carries that difference; --option estimate=ratio scales
-    the phase's 9 s by the winner's change from the base node to the other node."""
+    the phase's 9 s by the winner's change from the base node to the other node, and so does the
+    default, auto, since the winner's tpi scores nothing in the zones (d% 33 > 20)."""
     path = write_trace(_trace(iterations=3e9), registry / "slower.json")
     per_node = {}
-    for option in ("estimate=thesis", "estimate=ratio"):
+    for option in ("estimate=thesis", "estimate=ratio", "estimate=auto"):
         res = cli("match", str(path), "--model", "corredor", "--option", option, "--json", "--explain", "--no-store")
         assert res.code == 0, res.err
         per_node[option] = {n: v["predicted_s"] for n, v in json.loads(res.out)["phases"][0]["per_node"].items()}
-    assert per_node["estimate=thesis"] == {"two": pytest.approx(9.0), "one": pytest.approx(0.0025e-6 * 3e9 * 2)}
+    # the thesis's estimate on every node, the base included (0.002 us x 3e9: 6 s, not the phase's 9 s)
+    assert per_node["estimate=thesis"] == {"two": pytest.approx(0.002e-6 * 3e9),
+                                           "one": pytest.approx(0.0025e-6 * 3e9 * 2)}
     assert per_node["estimate=ratio"] == {"two": pytest.approx(9.0), "one": pytest.approx(9.0 * 0.0025 * 2 / 0.002)}
+    assert per_node["estimate=auto"] == per_node["estimate=ratio"]   # tpi 33% off: iZ 0, so the ratio form
 
 
 def test_a_phase_no_config_represents_is_projected_from_its_signature(cli, db_url, tmp_path):

@@ -2,11 +2,15 @@
 
 Per phase the thesis estimates ``T_est(X) = tpi(winning config measured on X) x iterations`` (the
 phase's loop iterations on the base node). When the iterations are unknown we use the
-ratio form ``phase time x tpi(X) / tpi(base)``; `ratio=True` uses it always (the model's
-``estimate=ratio``): the thesis's form carries the difference between the phase's tpi and its
-winner's, which the index lets through up to its discard threshold, into every node's estimate,
-the base node's included; the ratio form keeps the phase's own time on the base node and takes
-only the winner's change from node to node. Phases are summed.
+ratio form ``phase time x tpi(X) / tpi(base)``. The thesis's form carries the difference between
+the phase's tpi and its winner's, which the index lets through up to its discard threshold (80%),
+into every node's estimate, the base node's included; the ratio form keeps the phase's own time on
+the base node and takes only the winner's change from node to node. ``estimate``: 'thesis' (always
+the thesis's form, with iterations), 'ratio' (always the ratio form), 'auto' (the model's default:
+the thesis's form when the winner's tpi scores in the zones, iZ > 0, i.e. within 20% of the
+phase's with the thesis's zones, as every winner of the thesis's seven cases; else the ratio form:
+n-body traced here won a config at index 65 with iZ 0, whose tpi put the thesis's estimate 79%
+low on every node). Phases are summed.
 
 The thesis stops there (it models only significant phases; BT leaves about 65% unmodelled). An
 application also has a remainder: its total time minus the phases projected on that node (phases
@@ -78,8 +82,18 @@ class AppProjection:
     warnings: tuple[str, ...] = ()
 
 
+ESTIMATES = ("auto", "thesis", "ratio")
+
+
+def uses_ratio(m: PhaseMatch, estimate: str) -> bool:
+    """Whether the phase is estimated by the ratio form under `estimate` (module docstring)."""
+    if estimate == "auto":
+        return m.winner is not None and m.winner.sub["iZ"] == 0
+    return estimate == "ratio"
+
+
 def project(matches: Sequence[PhaseMatch], node_tpi: NodeTpi, nodes: Sequence[str], base_node: str,
-            total_s: float | None = None, ratio: bool = False) -> list[AppProjection]:
+            total_s: float | None = None, estimate: str = "auto") -> list[AppProjection]:
     """Project every matched phase onto each node, sum them, and add the remainder by the fallback."""
     phases_total = sum(m.phase.time_s for m in matches)
     total = phases_total if total_s is None else float(total_s)
@@ -87,13 +101,15 @@ def project(matches: Sequence[PhaseMatch], node_tpi: NodeTpi, nodes: Sequence[st
     if total_s is not None and phases_total > total * 1.01:
         common.append(f"the phases add up to {phases_total:.4g} s, more than the total {total:.4g} s")
     profiles = [None if m.winner is None else m.winner.profile for m in matches]
-    base_est = [estimate_phase(m.phase, p, node_tpi, base_node, base_node, ratio) for m, p in zip(matches, profiles)]
+    by_ratio = [uses_ratio(m, estimate) for m in matches]
+    base_est = [estimate_phase(m.phase, p, node_tpi, base_node, base_node, r)
+                for m, p, r in zip(matches, profiles, by_ratio)]
     out = []
     for node in nodes:
         warnings = list(common)
         estimates, est_sum, base_sum, covered_s, ratios = [], 0.0, 0.0, 0.0, []
-        for m, profile, base in zip(matches, profiles, base_est):
-            est = estimate_phase(m.phase, profile, node_tpi, node, base_node, ratio)
+        for m, profile, base, r in zip(matches, profiles, base_est, by_ratio):
+            est = estimate_phase(m.phase, profile, node_tpi, node, base_node, r)
             estimates.append(est)
             if est.estimate_s is None or not base.estimate_s:
                 if est.method in ("config not measured", "no base time"):

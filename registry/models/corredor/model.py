@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from registry.errors import UserError
-from registry.models.corredor.estimate import NodeTpi, project
+from registry.models.corredor.estimate import ESTIMATES, NodeTpi, project
 from registry.models.corredor.index import Comparison, Phase, Profile, Stream
 from registry.models.corredor.select import PhaseMatch, SelectionRules, match_phase
 from registry.models.corredor.zones import Zones, load_zones
@@ -75,16 +75,17 @@ class CorredorModel(ProjectionModel):
                    "between each phase and the microbenchmark configs on the base node; the phase time on a "
                    "node is the winning config's time per iteration there x the phase's iterations.")
     needs = frozenset({NEEDS_STREAMS})
-    options = (Option("estimate", str, "thesis", "thesis: the winner's time per iteration on each node x the "
+    options = (Option("estimate", str, "auto", "thesis: the winner's time per iteration on each node x the "
                       "phase's iterations (Corredor 2011); ratio: the phase's time x the winner's time per "
-                      "iteration on the node / on the base node (the phase's own time on the base node)",
-                      choices=("thesis", "ratio")),
+                      "iteration on the node / on the base node (the phase's own time on the base node); auto: "
+                      "thesis where the winner's time per iteration scores in the zones (iZ > 0), else ratio",
+                      choices=ESTIMATES),
                Option("unmatched", str, "similarity", "what `nodereg match` does with a phase no config survives "
                       "the discards for: similarity: projects it by the default model from its signature; "
                       "remainder: the thesis's rule, it joins the unprojected rest (its base time when nothing "
                       "else is projected)", choices=("similarity", "remainder")))
 
-    def __init__(self, zones: Zones | None = None, rules: SelectionRules | None = None, estimate: str = "thesis",
+    def __init__(self, zones: Zones | None = None, rules: SelectionRules | None = None, estimate: str = "auto",
                  unmatched: str = "similarity"):
         self.zones = zones
         self.rules = rules or SelectionRules()
@@ -135,7 +136,7 @@ class CorredorModel(ProjectionModel):
         winners = [_match_details(m) for m in matches]
         preds = []
         for pr in project(matches, self.node_tpi, list(nodes), self.base_node, total_s,
-                          ratio=self.estimate == "ratio"):
+                          estimate=self.estimate):
             per_phase = [{"phase": e.phase, "winner": e.config, "index": m.index, "estimate_s": e.estimate_s,
                           "method": e.method} for m, e in zip(matches, pr.phases)]
             preds.append(NodePrediction(pr.node, pr.predicted_s, pr.low_s, pr.high_s, explanation={
