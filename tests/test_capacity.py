@@ -32,6 +32,14 @@ def test_capacity_of_sar_samples_leaves_out_the_page_cache():
     assert capacity({}, 1.0) == dict.fromkeys(("peak_rss_bytes", "read_bytes", "write_bytes", "net_bytes"))
 
 
+def test_a_figure_that_cannot_be_a_byte_count_is_unknown():
+    """A damaged sar file (found by tests/test_fuzz_readers.py): 9.6e254 sectors/s written, an
+    infinite receive rate, a negative memory use: not measurements, and no 64-bit column holds them."""
+    samples = {"kbmemused": [-5.0], "rd_sec/s": [10.0], "wr_sec/s": [9.6e254], "rxkB/s": [float("inf")]}
+    got = capacity(samples, 1.0)
+    assert got == {"peak_rss_bytes": None, "read_bytes": 10 * 512, "write_bytes": None, "net_bytes": None}
+
+
 def _big_trace():
     """The app of tests/test_match.py with a 6 GiB peak resident memory."""
     trace = three_phase_trace()

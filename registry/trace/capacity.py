@@ -8,12 +8,13 @@ Read from a trace's samples, in either convention the registry stores:
   ``kbcached`` (page cache is reclaimable, not a need), ``rd_sec/s`` / ``wr_sec/s`` (512-byte
   sectors), ``rxkB/s`` + ``txkB/s``.
 
-Volumes are rates integrated over each sample's interval. A quantity with no samples is None (not
-known), never 0.
+Volumes are rates integrated over each sample's interval. A quantity with no samples, or whose
+figure cannot be a byte count (damaged input), is None (not known), never 0.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -42,19 +43,25 @@ def _volume(samples: Mapping[str, Sequence], names: Sequence[str], scale: float,
     if not cols:
         return None
     dt = _intervals(samples, len(cols[0]), interval_s)
-    return int(sum(np.nansum(c * dt[:len(c)]) for c in cols) * scale)
+    return _bytes(sum(np.nansum(c * dt[:len(c)]) for c in cols) * scale)
+
+
+def _bytes(value: float) -> int | None:
+    """A byte count, or None where it cannot be one (a damaged sar column: 4.9e257 B written, inf,
+    negative): the registry stores 64-bit integers, and such a figure is not a measurement."""
+    return int(value) if math.isfinite(value) and 0 <= value < 2**63 else None
 
 
 def capacity(samples: Mapping[str, Sequence], interval_s: float | None = None) -> dict[str, int | None]:
     """peak_rss_bytes, read_bytes, write_bytes, net_bytes of a trace's samples (None: not measured)."""
     rss = _column(samples, "rss_mb")
     if rss is not None:
-        peak = int(np.nanmax(rss) * MB)
+        peak = _bytes(np.nanmax(rss) * MB)
     else:
         used = _column(samples, "kbmemused")
         if used is not None:
             reclaimable = sum(c for c in (_column(samples, "kbbuffers"), _column(samples, "kbcached")) if c is not None)
-            peak = int(np.nanmax(used - np.nan_to_num(reclaimable)) * KB)
+            peak = _bytes(np.nanmax(used - np.nan_to_num(reclaimable)) * KB)
         else:
             peak = None
     read = _volume(samples, ["read_mb_s"], MB, interval_s)
