@@ -3,23 +3,23 @@
 Two nodes of this host are profiled (`--mode`, default: the default sweep, which has the thesis's
 kernel family; `quick` has two of its kernels at one size per cache level): `two` (CPUs 0-1, the
 base) and `one` (CPU 0). Each program is traced on `two` with the stream probe (`nodereg trace
---streams`) and measured on both nodes (`--runs` plain runs pinned to CPUs 0-1, then to CPU 0, where
-OpenMP uses one thread; medians); the runs on `two` are stored (`nodereg runs add`), so that `match`
-starts from the median of the traced and the measured runs, as it does for any app with runs on its
-base node (one traced run here was 60% slower than the plain ones). Then the models predict its time
-on `one`. Programs: tests/programs/matmul.c and nbody.c, and NPB BT class W from the shared
-workloads tarball (built as scripts/validate_apps.py builds it; class S runs 0.1-0.3 s, mostly
-OpenMP start-up). The inputs run about a second unprobed, so that start-up and scheduling noise do
-not dominate; the probe (our valgrind tool) runs them 15-30x slower, BT W takes minutes. `--small`
-takes inputs of 10-30 ms instead, to check the pipeline quickly (its figures mean nothing). Printed
-per program: the probe and its slowdown, the streams found, the winning config and index (or the
-fallback), the measured times and the prediction and signed error on `one` of: corredor as `nodereg
-match` runs it (estimate=auto: the thesis's estimate where the winner's time per iteration scores in
-the zones, else the ratio form; a phase no config survives the discards for is projected by the
-default model from its signature), corredor with `--option estimate=ratio`, the thesis's method
-alone (`--option estimate=thesis --option unmatched=remainder`: such a phase joins the unprojected
-rest) and the default model; and the share of the time corredor's own winners project. On a shared,
-busy machine the figures are indicative.
+--streams`) and measured on both nodes (`--runs` plain runs pinned to CPUs 0-1 and to CPU 0 in turn,
+against the guest's drift; on CPU 0 OpenMP uses one thread; medians); the runs on `two` are stored
+(`nodereg runs add`), so that `match` starts from the median of the traced and the measured runs, as
+it does for any app with runs on its base node (one traced run here was 60% slower than the plain
+ones). Then the models predict its time on `one`. Programs: tests/programs/matmul.c and nbody.c, and
+NPB BT class W from the shared workloads tarball (built as scripts/validate_apps.py builds it; class
+S runs 0.1-0.3 s, mostly OpenMP start-up). The inputs run about a second unprobed, so that start-up
+and scheduling noise do not dominate; the probe (our valgrind tool) runs them 15-30x slower, BT W
+takes minutes. `--small` takes inputs of 10-30 ms instead, to check the pipeline quickly (its
+figures mean nothing). Printed per program: the probe and its slowdown, the streams found, the
+winning config and index (or the fallback), the measured times and the prediction and signed error
+on `one` of: corredor as `nodereg match` runs it (estimate=auto: the thesis's estimate where the
+winner's time per iteration scores in the zones, else the ratio form; a phase no config survives the
+discards for is projected by the default model from its signature), corredor with `--option
+estimate=ratio`, the thesis's method alone (`--option estimate=thesis --option unmatched=remainder`:
+such a phase joins the unprojected rest) and the default model; and the share of the time corredor's
+own winners project. On a shared, busy machine the figures are indicative.
 
 usage: python scripts/eval_corredor_probe.py [--db duckdb:///tmp/eval.duckdb] [--programs matmul,nbody,bt]
                                              [--mode default|quick] [--small] [--skip-profile] [--runs 3]
@@ -59,13 +59,16 @@ def build(name: str, inputs: list[str], tmp: Path, npb: Path) -> list[str]:
     return [str(exe), *inputs]
 
 
-def measured(argv: list[str], cpus: str, runs: int) -> list[float]:
-    times = []
+def measured(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
+    """`runs` plain runs on CPUs 0-1 and on CPU 0, alternating: the guest's speed drifts 10-20% over
+    minutes, which a block of runs on one node and then a block on the other would turn into error."""
+    times: dict[str, list[float]] = {"0,1": [], "0": []}
     for _ in range(runs):
-        start = time.monotonic()
-        subprocess.run(["taskset", "-c", cpus, *argv], check=True, stdout=subprocess.DEVNULL)
-        times.append(time.monotonic() - start)
-    return times
+        for cpus, out in times.items():
+            start = time.monotonic()
+            subprocess.run(["taskset", "-c", cpus, *argv], check=True, stdout=subprocess.DEVNULL)
+            out.append(time.monotonic() - start)
+    return times["0,1"], times["0"]
 
 
 def predicted(db: str, app: str, model: str, *options: str) -> tuple[float, dict]:
@@ -98,7 +101,7 @@ def main() -> None:
             trace = json.loads(out[out.index("{"):])   # after what the program itself printed
             streams = [(p["name"], p["streams"]) for p in trace["phases"] if p.get("streams")]
             probe = trace["meta"]["streams"]   # a failed probe: `trace` failed above
-            runs_two, runs_one = measured(argv, "0,1", args.runs), measured(argv, "0", args.runs)
+            runs_two, runs_one = measured(argv, args.runs)
             for t in runs_two:   # match starts from the median of the traced and the measured runs on the base
                 nodereg(db, "runs", "add", name, "two", "--threads", "2", "--time", f"{t:.6f}")
             real_two, real_one = statistics.median(runs_two), statistics.median(runs_one)
