@@ -43,7 +43,8 @@ def _volume(samples: Mapping[str, Sequence], names: Sequence[str], scale: float,
     if not cols:
         return None
     dt = _intervals(samples, len(cols[0]), interval_s)
-    return _bytes(sum(np.nansum(c * dt[:len(c)]) for c in cols) * scale)
+    with np.errstate(over="ignore", invalid="ignore"):   # a damaged column overflows: _bytes says unknown
+        return _bytes(sum(np.nansum(c * dt[:len(c)]) for c in cols) * scale)
 
 
 def _bytes(value: float) -> int | None:
