@@ -8,18 +8,19 @@ against the guest's drift; on CPU 0 OpenMP uses one thread; medians); the runs o
 (`nodereg runs add`), so that `match` starts from the median of the traced and the measured runs, as
 it does for any app with runs on its base node (one traced run here was 60% slower than the plain
 ones). Then the models predict its time on `one`. Programs: tests/programs/matmul.c and nbody.c, and
-NPB BT class W from the shared workloads tarball (built as scripts/validate_apps.py builds it; class
-S runs 0.1-0.3 s, mostly OpenMP start-up). The inputs run about a second unprobed, so that start-up
-and scheduling noise do not dominate; the probe (our valgrind tool) runs them 15-30x slower, BT W
-takes minutes. `--small` takes inputs of 10-30 ms instead, to check the pipeline quickly (its
-figures mean nothing). Printed per program: the probe and its slowdown, the streams found, the
-winning config and index (or the fallback), the measured times and the prediction and signed error
-on `one` of: corredor as `nodereg match` runs it (estimate=auto: the thesis's estimate where the
-winner's time per iteration scores in the zones, else the ratio form; a phase no config survives the
-discards for is projected by the default model from its signature), corredor with `--option
-estimate=ratio`, the thesis's method alone (`--option estimate=thesis --option unmatched=remainder`:
-such a phase joins the unprojected rest) and the default model; and the share of the time corredor's
-own winners project. On a shared, busy machine the figures are indicative.
+NPB kernels class W (BT by default; SP, LU, CG, MG, FT, EP, IS by name) from the shared workloads
+tarball (built as scripts/validate_apps.py builds it; class S runs 0.1-0.3 s, mostly OpenMP start-
+up). The inputs run about a second unprobed, so that start-up and scheduling noise do not dominate;
+the probe (our valgrind tool) runs them 15-30x slower, BT W takes minutes. `--small` takes inputs of
+10-30 ms instead, to check the pipeline quickly (its figures mean nothing). Printed per program: the
+probe and its slowdown, the streams found, the winning config and index (or the fallback), the
+measured times and the prediction and signed error on `one` of: corredor as `nodereg match` runs it
+(estimate=auto: the thesis's estimate where the winner's time per iteration scores in the zones,
+else the ratio form; a phase no config survives the discards for is projected by the default model
+from its signature), corredor with `--option estimate=ratio`, the thesis's method alone (`--option
+estimate=thesis --option unmatched=remainder`: such a phase joins the unprojected rest) and the
+default model; and the share of the time corredor's own winners project. On a shared, busy machine
+the figures are indicative.
 
 usage: python scripts/eval_corredor_probe.py [--db duckdb:///tmp/eval.duckdb] [--programs matmul,nbody,bt]
                                              [--mode default|quick] [--small] [--skip-profile] [--runs 3]
@@ -39,8 +40,9 @@ from validate_apps import NPB_ARCHIVE, build_npb
 
 ROOT = Path(__file__).resolve().parent.parent
 # about a second on two CPUs (bt: NPB class); --small: 10-30 ms
-INPUTS = {"matmul": ["1000"], "nbody": ["8000", "2"], "bt": ["W"]}
-SMALL = {"matmul": ["200"], "nbody": ["1000", "2"], "bt": ["S"]}
+NPB = ("bt", "sp", "lu", "cg", "mg", "ft", "ep", "is")   # NPB kernels, built from the shared archive
+INPUTS = {"matmul": ["1000"], "nbody": ["8000", "2"], **{k: ["W"] for k in NPB}}
+SMALL = {"matmul": ["200"], "nbody": ["1000", "2"], **{k: ["S"] for k in NPB}}
 
 
 def nodereg(db: str, *args: str) -> str:
@@ -51,8 +53,8 @@ def nodereg(db: str, *args: str) -> str:
 
 
 def build(name: str, inputs: list[str], tmp: Path, npb: Path) -> list[str]:
-    if name == "bt":
-        return [str(build_npb(tmp, f"bt.{inputs[0]}", npb))]
+    if name in NPB:
+        return [str(build_npb(tmp, f"{name}.{inputs[0]}", npb))]
     exe = tmp / name
     subprocess.run(["cc", "-O2", "-fopenmp", "-fno-tree-vectorize", str(ROOT / "tests" / "programs" / f"{name}.c"),
                     "-o", str(exe), "-lm"], check=True)
@@ -81,13 +83,18 @@ def predicted(db: str, app: str, model: str, *options: str) -> tuple[float, dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", default=None, help="registry URL (default: a temporary DuckDB file)")
-    ap.add_argument("--programs", default="matmul,nbody,bt")
+    ap.add_argument("--programs", default="matmul,nbody,bt",
+                    help=f"matmul, nbody and NPB kernels ({', '.join(NPB)}; class W, --small: S)")
     ap.add_argument("--skip-profile", action="store_true", help="the registry already has `one` and `two`")
     ap.add_argument("--mode", choices=("default", "quick"), default="default", help="the profiles' sweep")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--npb", type=Path, default=NPB_ARCHIVE)
     ap.add_argument("--small", action="store_true", help="10-30 ms inputs: a quick check of the pipeline")
     args = ap.parse_args()
+    programs = args.programs.split(",")
+    unknown = [p for p in programs if p not in INPUTS]
+    if unknown:
+        raise SystemExit(f"unknown program(s) {', '.join(unknown)}: choose from {', '.join(INPUTS)}")
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"duckdb:///{tmp}/eval.duckdb"
         if not args.skip_profile:
@@ -95,7 +102,7 @@ def main() -> None:
             nodereg(db, "profile", "two", *mode, "--cpus", "0-1")
             nodereg(db, "profile", "one", *mode, "--cpus", "0")
         rows = []
-        for name in args.programs.split(","):
+        for name in programs:
             argv = build(name, (SMALL if args.small else INPUTS)[name], Path(tmp), args.npb)
             out = nodereg(db, "trace", "--node", "two", "--name", name, "--streams", "--json", "--", *argv)
             trace = json.loads(out[out.index("{"):])   # after what the program itself printed
