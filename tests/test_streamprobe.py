@@ -266,3 +266,18 @@ def test_a_program_failing_under_the_probe_keeps_the_trace(cli, db_url, built):
     with reg.connect() as conn:
         assert conn.execute(sa.text("SELECT status FROM traces")).scalars().all() == ["ok", "ok"]
     reg.close()
+
+
+@needs_valgrind
+def test_a_probe_past_its_time_limit_is_stopped_and_the_trace_kept(cli, db_url, built):
+    """NPB LU's spinning waiters ran for over 11 minutes under the probe (a 1 s program); the probe
+    has a limit (--probe-timeout, default 1000x the traced run, at least 2 minutes)."""
+    from registry.trace.tracer import probe_limit
+
+    assert (probe_limit(0.05), probe_limit(1.5)) == (120, 1500)
+    res = cli("trace", "--name", "slow", "--streams", "--probe-timeout", "0.2", "--", built / "triad", "2000000", "5")
+    _assert_error_after_trace(res, "the stream probe ran past 0.2 s", "stored without them")
+    reg = open_registry(db_url, readonly=True)
+    with reg.connect() as conn:
+        assert conn.execute(sa.text("SELECT status FROM traces")).scalars().all() == ["ok"]
+    reg.close()

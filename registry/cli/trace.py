@@ -73,6 +73,9 @@ def trace(
                                                           "same input; 15-30x slower, hundreds of times with the "
                                                           "lackey fallback): the memory streams that "
                                                           "`match --model corredor` needs (docs/corredor.md)."),
+    probe_timeout: float = typer.Option(None, "--probe-timeout", min=0.001,
+                                        help="Stop the stream probe after this many seconds (default: 1000x "
+                                             "the traced run, at least 120); the trace is kept without streams."),
     out: Path = typer.Option(None, "--out", help="Also write the portable trace file (JSON) here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON."),
 ) -> None:
@@ -127,7 +130,7 @@ def trace(
         result, notes = trace_command(
             argv, name=name or Path(argv[0]).name, node=node_row["name"], interval_s=interval,
             timeout_s=timeout, cpus=cpus, inventory=inventory, cachegrind=cachegrind, probe_cmd=probe,
-            omp=omp, streams=streams, status=status)
+            omp=omp, streams=streams, probe_timeout_s=probe_timeout, status=status)
     except (Interrupted, KeyboardInterrupt):  # (typer would turn a KeyboardInterrupt into a silent exit 130)
         raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",
                         exit_code=130) from None

@@ -67,12 +67,14 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
                   timeout_s: float | None = None, cpus: list[int] | None = None, env: dict | None = None,
                   inventory: Inventory | None = None, cachegrind: bool = False,
                   probe_cmd: list[str] | None = None, omp: bool = True, streams: bool = False,
+                  probe_timeout_s: float | None = None,
                   status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
     """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...).
 
     `streams`: a stream-probe pass (registry.measure.streams) on the same command and input (the
-    streams' sizes and the iterations are the run's own). A failed probe keeps the trace: its
-    reason is in ``meta["streams"]["error"]``."""
+    streams' sizes and the iterations are the run's own), killed after `probe_timeout_s` (default:
+    probe_limit of the run's time). A failed probe keeps the trace: its reason is in
+    ``meta["streams"]["error"]``."""
     started = datetime.now(timezone.utc)
     obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=onnode.thread_env(cpus, env),
                   omp=omp)
@@ -89,7 +91,8 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
     except UserError as exc:
         streams_doc = {"error": str(exc)}
     if streams and streams_doc is None:
-        streams_doc = _probe_streams(argv, phases, run, cpus=cpus, env=env, status=status)
+        streams_doc = _probe_streams(argv, phases, run, cpus=cpus, env=env, status=status,
+                                     timeout_s=probe_timeout_s or probe_limit(run.wall_s))
         if "error" not in streams_doc:
             sources.append("streams")
         if streams_doc.get("fallback"):
@@ -124,14 +127,25 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
     return trace, notes
 
 
-def _probe_streams(argv: list[str], phases: list[Phase], run, *, cpus, env, status) -> dict:
+PROBE_LIMIT_X, PROBE_LIMIT_MIN_S = 1000, 120
+
+
+def probe_limit(wall_s: float) -> float:
+    """How long the stream probe may run by default: 1000x the traced run, at least 2 minutes. Our
+    tool runs programs 15-170x slower; a program whose threads wait for each other by spinning (NPB
+    LU's pipeline) runs far slower still, since valgrind runs one thread at a time and a spinning
+    waiter burns its whole time slice: past this the probe is stopped, not left to run for hours."""
+    return max(PROBE_LIMIT_MIN_S, PROBE_LIMIT_X * wall_s)
+
+
+def _probe_streams(argv: list[str], phases: list[Phase], run, *, cpus, env, status, timeout_s: float) -> dict:
     """The stream-probe pass: its summary (with the phases its streams went to), or {"error": reason}."""
     if run.status != "ok":
         return {"error": f"stream probe skipped: the command {run.status}"}
     if status:
         status("stream probe (valgrind; tens of times slower than the run, hundreds with lackey)")
     try:
-        result = probe.run(argv, cpus=cpus, env=env)
+        result = probe.run(argv, cpus=cpus, env=env, timeout_s=timeout_s)
         attached = phase_streams.attach_probed(phases, result)
     except UserError as exc:
         return {"error": str(exc)}
