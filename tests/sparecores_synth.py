@@ -107,10 +107,12 @@ def stressng_benchmarks(s: Server) -> tuple[str, dict]:
     figures = {}
     for i, (name, (cat, _)) in enumerate(STRESSORS.items()):
         one, many = round(1000.0 * (i + 1) * s.speed, 2), round(1000.0 * (i + 1) * s.speed * s.vcpus * 0.9, 2)
+        if s.vcpus == 1:
+            many = one
         doc["stressors"][name] = {"1": {"bogo_ops_per_sec": one}, str(s.vcpus): {"bogo_ops_per_sec": many}}
         doc["categories"].setdefault(cat, []).append(name)
         figures[f"sparecores:stressng:{name}:1t"] = one
-        figures[f"sparecores:stressng:{name}:all"] = many if s.vcpus > 1 else one
+        figures[f"sparecores:stressng:{name}:all"] = many
     return json.dumps(doc, indent=2), figures
 
 
@@ -171,9 +173,9 @@ def compression(s: Server) -> tuple[str, dict]:
         for n in sorted({1, cores}):
             c, d = base * s.speed * n, base * 3 * s.speed * n
             entries.append({"threads": n, "extra_args": extra, "ratio": 30.0, "compress": c, "decompress": d})
-            tag = "1t" if n == 1 else "all"
-            figures[f"compression:{name}:compress:{tag}"] = c
-            figures[f"compression:{name}:decompress:{tag}"] = d
+            for tag in (["1t"] if n == 1 else []) + (["all"] if n == cores else []):
+                figures[f"compression:{name}:compress:{tag}"] = c
+                figures[f"compression:{name}:decompress:{tag}"] = d
         doc.setdefault(algo, {})["null" if level is None else level] = entries
     return json.dumps(doc, indent=2), figures
 

@@ -99,19 +99,19 @@ def parse_compression(text: str) -> list[AppResult]:
             for e in entries:
                 if not isinstance(e, dict) or e.get("threads") not in counts:
                     continue
-                n = e["threads"]
-                if n != 1 and n != counts[-1]:
-                    continue
                 name = str(algo) if level in (None, "null", "") else f"{algo}-{level}"
                 block = (e.get("extra_args") or {}).get("block_size") if isinstance(e.get("extra_args"), dict) else None
                 if isinstance(block, int) and block > 0:
                     name += f"-b{size_label(block)}"
                 if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
                     continue
-                threads, tag = (1, "1t") if n == 1 else (None, "all")
-                for op in ("compress", "decompress"):
-                    out.append(_run(f"compression:{name}:{op}:{tag}", threads, COMPRESSION_WORK, e.get(op),
-                                    "bytes/s", "compression_text"))
+                # 1 thread, and one process per core ("all"); a 1-core server's figure is both
+                tags = [(1, "1t")] if e["threads"] == 1 else []
+                tags += [(None, "all")] if e["threads"] == counts[-1] else []
+                for threads, tag in tags:
+                    for op in ("compress", "decompress"):
+                        out.append(_run(f"compression:{name}:{op}:{tag}", threads, COMPRESSION_WORK, e.get(op),
+                                        "bytes/s", "compression_text"))
     return _keep(out)
 
 

@@ -11,6 +11,8 @@ Config keys (``sparecores:<task>:<what>[:<param>...]:<1t|all>``) and units:
 * bw_mem (lmbench, ``op size_MB MB/s`` lines, ``-P nproc``): ``bw_mem:rd|wr|rdwr:<size>:all`` MB/s.
 * stressng_benchmarks (JSON, 85 stressors at 1 and N threads): ``stressng:<stressor>:1t|all``
   bogo ops/s; the family from the file's own categories.
+  Where a tool measured 1 thread and "all" (the most threads it ran), a 1-vCPU server's one figure
+  is both its ``1t`` and its ``all`` config, as it is both (same for stressngfull and compression).
 * stressngfull (``threads,bogo ops/s`` lines, div16 method, 1..vCPUs): ``stressngfull:cpu-div16:1t``
   and ``:all`` (the most threads measured).
 * stressng / stressngsinglecore (older tasks: stress-ng's metrics table, cpu stressor, all methods):
@@ -141,12 +143,10 @@ def parse_stressng_benchmarks(text: str) -> list[Measurement]:
         counts = sorted(int(k) for k in by_threads if str(k).isdigit() and int(k) > 0)
         if not counts:
             continue
-        for n in sorted({counts[0], counts[-1]}):
-            if n != 1 and n != counts[-1]:
-                continue
+        # 1 thread, and the most threads measured = all vCPUs (on a 1-vCPU server, both are the one figure)
+        for n, threads in ((1, 1), (counts[-1], ALL)):
             entry = by_threads.get(str(n))
             value = entry.get("bogo_ops_per_sec") if isinstance(entry, dict) else None
-            threads = 1 if n == 1 else ALL
             out.append(_m("stressng_benchmarks", "sc-stressng", f"stressng:{name}", family.get(name, "system"),
                           "bogo ops/s", True, threads, value))
     return _keep(out)

@@ -8,8 +8,8 @@ What is written for one server ``<vendor>/<server>`` (a ServerRecord, registry.i
   node; a node of that name from another source (profiled here, say) keeps its own inventory.
 * one profile (mode 'import', provenance_json: dataset, commit, each task's dates and version)
   with one profile_run per micro-benchmark figure: value = the tool's figure, median_s a time-like
-  cost (1 / value when higher is better, else the value), reps 1; configs and micro-benchmarks of
-  suite 'sparecores' are created on first sight.
+  cost (1 / value when higher is better, else the value), reps 1 (and its one profile_reps row);
+  configs and micro-benchmarks of suite 'sparecores' are created on first sight.
 * one measured run per application figure (runs.source 'sparecores', time_s = work / rate).
 
 Identity: the profile's uid is UUID5 of the server and the start of every micro-benchmark task it
@@ -244,7 +244,12 @@ class _Batch:
             self.changed.add(rec.name)
         self.counts["profiles_added"] += insert_rows(self.conn, "profiles", profiles)
         if parts:
-            self.counts["measurements_added"] += insert_rows(self.conn, "profile_runs", pd.concat(parts))
+            runs = pd.concat(parts, ignore_index=True)
+            runs.insert(0, "run_id", np.array(allocate_ids(self.conn, "profile_runs_id_seq", len(runs)), dtype=np.int64))
+            self.counts["measurements_added"] += insert_rows(self.conn, "profile_runs", runs)
+            # the one repetition, as for every profile: readers and `doctor` expect each run to have its reps
+            insert_rows(self.conn, "profile_reps", pd.DataFrame({"run_id": runs["run_id"], "rep": 0,
+                                                                 "time_s": runs["median_s"]}))
 
     def _runs(self, recs, now) -> None:
         new_apps = {}
