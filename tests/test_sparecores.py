@@ -343,3 +343,29 @@ def test_real_servers_from_the_shared_archive(cli, db_url, tmp_path):
     assert len(arm) == 4 and set(arm.architecture) == {"aarch64"}
     costs = suite_costs(open_registry(db_url))
     assert costs.shape[0] == 5 and costs.shape[1] > 100
+
+
+# ------------------------------------------------------------------------------------ nodes filters
+
+
+@both_backends
+def test_nodes_filters(cli, db_url, tmp_path):
+    _dataset(tmp_path / "clone")
+    assert cli("--db", db_url, "import", "sparecores", str(tmp_path / "clone"), "--workers", "1").code == 0
+
+    def names(*args):
+        out = cli("--db", db_url, "nodes", "--json", *args)
+        assert out.code == 0, out.err
+        return sorted(r["name"] for r in json.loads(out.out))
+
+    assert names() == ["aws:c7g.large", "aws:m7a.large", "gcp:n2-standard-8"]
+    assert names("--vendor", "aws") == ["aws:c7g.large", "aws:m7a.large"]
+    assert names("--arch", "arm64") == names("--arch", "aarch64") == ["aws:c7g.large"]
+    assert names("--family", "graviton3") == ["aws:c7g.large"]
+    assert names("--family", "Zen 4", "--family", "Ice Lake") == ["aws:m7a.large", "gcp:n2-standard-8"]
+    assert names("--min-vcpus", "4") == ["gcp:n2-standard-8"]
+    assert names("--vendor", "aws", "--arch", "x86_64", "--max-vcpus", "2") == ["aws:m7a.large"]
+    assert names("--cpu-vendor", "intel", "--max-vcpus", "4") == []
+    table = cli("--db", db_url, "nodes", "--vendor", "gcp")
+    assert "Lake" in table.out and "Grav" not in table.out and "Zen" not in table.out   # family column, gcp only
+    assert_one_line_error(cli("--db", db_url, "nodes", "--min-vcpus", "8", "--max-vcpus", "2"), "--min-vcpus")
