@@ -1,0 +1,327 @@
+"""The FastAPI application: HTML pages, their CSV/JSON exports, the JSON API (OpenAPI at /openapi.json).
+
+Every route only reads (registry/web/source.py). Parameters are validated by FastAPI (a bad one is a
+400 page, or a JSON error under /api), names and values reach the page through Jinja2's autoescaping
+and charts through JSON (registry/web/charts.py), and anything unexpected is a 500 page with one
+line, never a traceback. plotly.js is served from the plotly package installed beside nodereg.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from registry.web import views
+from registry.web.source import Busy, Source
+from registry.web.tables import PER_PAGE, Table
+
+HERE = Path(__file__).parent
+NAME = Query(..., min_length=1, max_length=200, description="node type name")
+
+
+def _plotly_js() -> Path:
+    import plotly
+
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def _qs(request: Request, **changes) -> str:
+    """The page's query string with some parameters changed (None removes one): links keep state."""
+    items = [(k, v) for k, v in request.query_params.multi_items() if k not in changes]
+    for k, v in changes.items():
+        if v is None:
+            continue
+        items += [(k, x) for x in v] if isinstance(v, (list, tuple)) else [(k, v)]
+    return urlencode(items)
+
+
+def _fmt(value, numeric: bool = False) -> str:
+    from registry.web.queries import clean
+
+    value = clean(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if numeric and isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return str(value)
+
+
+def _templates() -> Jinja2Templates:
+    t = Jinja2Templates(directory=str(HERE / "templates"))
+    t.env.autoescape = True
+    t.env.globals.update(fmt=_fmt, qs=_qs, PER_PAGE=PER_PAGE)
+    return t
+
+
+def create_app(url: str | None = None, lock_wait_s: float = 1.0, root_path: str = "") -> FastAPI:
+    source = Source(url, lock_wait_s=lock_wait_s)
+    templates = _templates()
+    api = FastAPI(title="nodereg", description="The node registry, read-only: node types, profiles, predictions.",
+                  docs_url=None, redoc_url=None, root_path=root_path)  # Swagger/ReDoc pages load JS from CDNs
+    api.state.source = source
+
+    def render(request: Request, template: str, view: views.View, status: int = 200, **extra) -> HTMLResponse:
+        stale = view.extra.get("stale")
+        return templates.TemplateResponse(request, template, {
+            "view": view, "stale": stale, "stale_at": time.strftime("%H:%M:%S", time.localtime(stale.taken_at))
+            if stale else None, "db": source.display_url, **view.extra, **extra}, status_code=status)
+
+    def export(view: views.View, table: str | None, fmt: str) -> Response:
+        chosen: Table | None = view.tables.get(table) if table else next(iter(view.tables.values()), None)
+        if chosen is None:
+            raise views.BadRequest(f"no table {table!r} on this page (tables: {', '.join(view.tables) or 'none'})")
+        if fmt == "csv":
+            return Response(chosen.csv(), media_type="text/csv; charset=utf-8",
+                            headers={"Content-Disposition": f'attachment; filename="{chosen.name}.csv"'})
+        return JSONResponse({"columns": [c.header for c in chosen.columns], "rows": chosen.records()})
+
+    # ---- errors: a page (or JSON under /api) with one line, never a traceback
+    def _error(request: Request, status: int, message: str, headers: dict | None = None):
+        if request.url.path.startswith("/api/") or request.url.path.endswith(".json"):
+            return JSONResponse({"error": message}, status_code=status, headers=headers)
+        return templates.TemplateResponse(request, "error.html", {"status": status, "message": message,
+                                                                  "db": source.display_url},
+                                          status_code=status, headers=headers)
+
+    @api.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        parts = ["{}: {}".format(".".join(str(x) for x in e.get("loc", [])[1:]) or "request", e.get("msg", ""))
+                 for e in exc.errors()]
+        return _error(request, 400, "bad parameter: " + "; ".join(parts))
+
+    @api.exception_handler(views.BadRequest)
+    async def _bad(request: Request, exc: views.BadRequest):
+        return _error(request, 400, str(exc))
+
+    @api.exception_handler(views.NotFound)
+    async def _missing(request: Request, exc: views.NotFound):
+        return _error(request, 404, str(exc))
+
+    @api.exception_handler(Busy)
+    async def _busy(request: Request, exc: Busy):
+        return _error(request, 503, f"{exc} — this page has no earlier snapshot; retry in a moment",
+                      {"Retry-After": "2"})
+
+    @api.exception_handler(404)
+    async def _no_page(request: Request, exc):
+        return _error(request, 404, f"no page at {request.url.path}")
+
+    @api.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception):
+        from registry.db import db_error, is_driver_error
+        from registry.errors import UserError
+
+        if isinstance(exc, UserError) or is_driver_error(exc):
+            return _error(request, 500, str(exc if isinstance(exc, UserError) else db_error(exc)))
+        if os.environ.get("NODEREG_DEBUG"):
+            raise exc
+        return _error(request, 500, f"internal error ({type(exc).__name__}); set NODEREG_DEBUG=1 to see it")
+
+    # ---- static: our stylesheet and script, and plotly.js from its package
+    @api.get("/static/plotly.min.js", include_in_schema=False)
+    def plotly_js():
+        return FileResponse(_plotly_js(), media_type="application/javascript",
+                            headers={"Cache-Control": "public, max-age=86400"})
+
+    @api.get("/static/{name}", include_in_schema=False)
+    def static(name: str):
+        files = {"style.css": "text/css", "app.js": "application/javascript"}
+        if name not in files:
+            raise views.NotFound(f"no static file {name!r}")
+        return FileResponse(HERE / "static" / name, media_type=files[name])
+
+    # ---- overview
+    @api.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def overview_page(request: Request):
+        from registry.web import queries
+
+        data, stale = source.read("overview", queries.overview)
+        return render(request, "overview.html", views.View("Overview", extra={"stale": stale, "data": data}))
+
+    @api.get("/api/overview", tags=["registry"], summary="What the registry holds and how fresh it is")
+    def overview_api():
+        from registry.web import queries
+
+        data, _ = source.read("overview", queries.overview)
+        return json.loads(json.dumps(data, default=str))
+
+    # ---- node types
+    def node_query(q: str | None = Query(None, max_length=200, description="name or CPU model contains"),
+                   vendor: list[str] = Query([]), architecture: list[str] = Query([]),
+                   cpu_vendor: list[str] = Query([]), cpu_family: list[str] = Query([]),
+                   vcpus_min: float | None = Query(None, ge=0), vcpus_max: float | None = Query(None, ge=0),
+                   mem_min: float | None = Query(None, ge=0, description="GiB"),
+                   mem_max: float | None = Query(None, ge=0, description="GiB"),
+                   priced: bool = Query(False, description="only types with a price"),
+                   cols: list[str] = Query([], description="columns shown (keys)"),
+                   fig: list[str] = Query([], description=f"measured figures as extra columns (config keys, "
+                                                          f"at most {views.MAX_FIGURES})"),
+                   sort: str | None = Query(None, max_length=80, description="column key, -key for descending"),
+                   page: int = Query(1, ge=1, le=1_000_000), per: int = Query(50, ge=1, le=500)) -> views.NodeQuery:
+        return views.NodeQuery(q=q, facets={"vendor": vendor, "architecture": architecture, "cpu_vendor": cpu_vendor,
+                                            "cpu_family": cpu_family}, vcpus_min=vcpus_min, vcpus_max=vcpus_max,
+                               mem_min=mem_min, mem_max=mem_max, priced=priced, cols=[c for c in cols if c],
+                               figs=[f for f in fig if f], sort=sort or None,
+                               page=page, per=per)
+
+    @api.get("/nodes", response_class=HTMLResponse, include_in_schema=False)
+    def nodes_page(request: Request, p: views.NodeQuery = Depends(node_query)):
+        return render(request, "nodes.html", views.nodes(source, p), p=p)
+
+    @api.get("/api/nodes", tags=["node types"], summary="Node types: filtered, sorted, one page")
+    def nodes_api(p: views.NodeQuery = Depends(node_query)):
+        return views.nodes(source, p).to_json()
+
+    @api.get("/nodes.{fmt}", tags=["exports"], summary="Node types: every row the filters keep (csv or json)")
+    def nodes_export(fmt: str = _FMT, p: views.NodeQuery = Depends(node_query)):
+        return export(views.nodes(source, p, paged=False), "nodes", fmt)
+
+    # ---- one node type
+    @api.get("/node", response_class=HTMLResponse, include_in_schema=False)
+    def node_page(request: Request, name: str = NAME):
+        return render(request, "node.html", views.node(source, name))
+
+    @api.get("/api/node", tags=["node types"], summary="One node type: inventory, hosts, prices, figures")
+    def node_api(name: str = NAME):
+        return views.node(source, name).to_json()
+
+    @api.get("/node.{fmt}", tags=["exports"], summary="A table of a node type's page (table=inventory, caches, ...)")
+    def node_export(fmt: str = _FMT, name: str = NAME, table: str | None = Query(None, max_length=40)):
+        return export(views.node(source, name), table, fmt)
+
+    # ---- compare
+    def compare_query(node: list[str] = Query(..., description="2 to 10 node type names"),
+                      base: str | None = Query(None, max_length=200, description="the baseline (default: the first)")):
+        return node, base
+
+    @api.get("/compare", response_class=HTMLResponse, include_in_schema=False)
+    def compare_page(request: Request, q=Depends(compare_query)):
+        return render(request, "compare.html", views.compare(source, *q))
+
+    @api.get("/api/compare", tags=["node types"], summary="2-10 node types relative to a baseline")
+    def compare_api(q=Depends(compare_query)):
+        return views.compare(source, *q).to_json()
+
+    @api.get("/compare.{fmt}", tags=["exports"], summary="The comparison, one row per figure and node")
+    def compare_export(fmt: str = _FMT, q=Depends(compare_query)):
+        return export(views.compare(source, *q), "compare", fmt)
+
+    # ---- applications and traces
+    @api.get("/apps", response_class=HTMLResponse, include_in_schema=False)
+    def apps_page(request: Request):
+        return render(request, "apps.html", views.apps(source))
+
+    @api.get("/api/apps", tags=["applications"], summary="Applications with their traces, runs, predictions")
+    def apps_api():
+        return views.apps(source).to_json()
+
+    @api.get("/apps.{fmt}", tags=["exports"], summary="The applications")
+    def apps_export(fmt: str = _FMT):
+        return export(views.apps(source), "apps", fmt)
+
+    @api.get("/app", response_class=HTMLResponse, include_in_schema=False)
+    def app_page(request: Request, name: str = Query(..., min_length=1, max_length=200)):
+        return render(request, "app.html", views.app(source, name))
+
+    @api.get("/api/app", tags=["applications"], summary="An application's traces")
+    def app_api(name: str = Query(..., min_length=1, max_length=200)):
+        return views.app(source, name).to_json()
+
+    @api.get("/app.{fmt}", tags=["exports"], summary="An application's traces")
+    def app_export(fmt: str = _FMT, name: str = Query(..., min_length=1, max_length=200)):
+        return export(views.app(source, name), "traces", fmt)
+
+    uid_query = Query(..., min_length=1, max_length=64, pattern=r"^[0-9A-Za-z-]+$", description="trace uid")
+
+    @api.get("/trace", response_class=HTMLResponse, include_in_schema=False)
+    def trace_page(request: Request, uid: str = uid_query):
+        return render(request, "trace.html", views.trace(source, uid))
+
+    @api.get("/api/trace", tags=["applications"], summary="A trace's phases and what each resembles")
+    def trace_api(uid: str = uid_query):
+        return views.trace(source, uid).to_json()
+
+    @api.get("/trace.{fmt}", tags=["exports"], summary="A trace's phases")
+    def trace_export(fmt: str = _FMT, uid: str = uid_query):
+        return export(views.trace(source, uid), "phases", fmt)
+
+    # ---- predictions
+    def prediction_query(app: str = Query(..., min_length=1, max_length=200),
+                         model: str | None = Query(None, max_length=100),
+                         version: str | None = Query(None, max_length=100),
+                         sort: str = Query("time", max_length=40, description="time, cost, or a column (-: descending)"),
+                         page: int = Query(1, ge=1, le=1_000_000), per: int = Query(100, ge=1, le=500)):
+        return dict(app_name=app, model=model, version=version, sort=sort, number=page, per=per)
+
+    @api.get("/predictions", response_class=HTMLResponse, include_in_schema=False)
+    def predictions_page(request: Request, q=Depends(prediction_query)):
+        return render(request, "predictions.html", views.predictions(source, **q))
+
+    @api.get("/api/predictions", tags=["predictions"], summary="An app's predictions on every node, ranked")
+    def predictions_api(q=Depends(prediction_query)):
+        return views.predictions(source, **q).to_json()
+
+    @api.get("/predictions.{fmt}", tags=["exports"], summary="An app's predictions, every node")
+    def predictions_export(fmt: str = _FMT, q=Depends(prediction_query)):
+        return export(views.predictions(source, **q, paged=False), "predictions", fmt)
+
+    # ---- accuracy
+    @api.get("/accuracy", response_class=HTMLResponse, include_in_schema=False)
+    def accuracy_page(request: Request):
+        return render(request, "accuracy.html", views.accuracy(source))
+
+    @api.get("/api/accuracy", tags=["predictions"], summary="Stored predictions against measured runs")
+    def accuracy_api():
+        return views.accuracy(source).to_json()
+
+    @api.get("/accuracy.{fmt}", tags=["exports"], summary="A table of the accuracy page (summary, sets, cells)")
+    def accuracy_export(fmt: str = _FMT, table: str | None = Query(None, max_length=40)):
+        return export(views.accuracy(source), table, fmt)
+
+    # ---- SQL
+    def sql_query(q: str | None = Query(None, max_length=20_000, description="one read-only SQL statement"),
+                  x: str | None = Query(None, max_length=200), y: str | None = Query(None, max_length=200),
+                  kind: str = Query("line", pattern="^(line|scatter|bar)$")):
+        return dict(text=q, x=x or None, y=y or None, kind=kind)
+
+    @api.get("/sql", response_class=HTMLResponse, include_in_schema=False)
+    def sql_page(request: Request, q=Depends(sql_query)):
+        view = views.sql(source, **q)
+        return render(request, "sql.html", view, status=400 if view.extra["error"] else 200,
+                      row_cap=views.SQL_ROW_CAP, time_limit=views.SQL_TIME_LIMIT_S)
+
+    @api.get("/api/sql", tags=["sql"], summary="One read-only statement (time limit, row cap)")
+    def sql_api(q=Depends(sql_query)):
+        view = views.sql(source, **q)
+        if view.extra["error"]:
+            return JSONResponse({"error": view.extra["error"]}, status_code=400)
+        return {**view.to_json(), "capped": view.extra["capped"]}
+
+    @api.get("/sql.{fmt}", tags=["exports"], summary="A query's whole result (no row cap)")
+    def sql_export(fmt: str = _FMT, q=Depends(sql_query)):
+        view = views.sql(source, **q, row_cap=10**9)
+        if view.extra["error"]:
+            raise views.BadRequest(view.extra["error"])
+        return export(view, "sql", fmt)
+
+    @api.get("/api", response_class=HTMLResponse, include_in_schema=False)
+    def api_page(request: Request):
+        routes = [(r.path, r.summary or "") for r in api.routes
+                  if getattr(r, "include_in_schema", False) and getattr(r, "summary", None)]
+        return render(request, "api.html", views.View("JSON API"), routes=routes)
+
+    return api
+
+
+_FMT = PathParam(..., pattern="^(csv|json)$", description="csv or json")
