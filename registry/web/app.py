@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+import jinja2
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
@@ -57,10 +58,17 @@ def _fmt(value, numeric: bool = False) -> str:
     return str(value)
 
 
+@jinja2.pass_context
+def _path(ctx, route: str, **params) -> str:
+    """A route's path, under the prefix a reverse proxy serves the site at (links stay relative to the host)."""
+    request = ctx["request"]
+    return request.scope.get("root_path", "") + request.app.url_path_for(route, **params)
+
+
 def _templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(HERE / "templates"))
     t.env.autoescape = True
-    t.env.globals.update(fmt=_fmt, qs=_qs, PER_PAGE=PER_PAGE)
+    t.env.globals.update(fmt=_fmt, qs=_qs, path=_path, PER_PAGE=PER_PAGE)
     return t
 
 

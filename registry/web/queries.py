@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from registry.db.read import read_frame
 from registry.errors import UserError
 
-# what changes when a writer adds or removes something a page shows
+# PostgreSQL: what changes when a writer adds or removes something a page shows (registry/web/source.py)
 STAMP_SQL = """SELECT (SELECT count(*) FROM nodes), (SELECT max(node_id) FROM nodes),
   (SELECT max(profile_id) FROM profiles), (SELECT count(*) FROM profiles),
   (SELECT max(price_id) FROM node_prices), (SELECT count(*) FROM node_prices),
@@ -65,10 +65,6 @@ OWN_CHOICES = 200     # of our own kernels' configs (every imported one is offer
 # our kernels' figure by family (imported suites carry their own value and unit)
 OWN_FIGURES = {"bandwidth": ("bandwidth_gbs", "GB/s", True), "compute": ("gflops", "GFLOP/s", True),
                "latency": ("latency_ns", "ns", False)}
-
-
-def stamp(conn: sa.Connection) -> tuple:
-    return tuple(conn.execute(sa.text(STAMP_SQL)).one())
 
 
 def node_summary(conn: sa.Connection) -> pd.DataFrame:

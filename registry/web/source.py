@@ -1,5 +1,8 @@
 """How the web server reads the registry: read-only, and never in a writer's way for long.
 
+Each page's result is kept with the registry's content stamp (Source.stamp) and served again while
+the stamp is unchanged: on DuckDB that check does not even open the file.
+
 DuckDB lets one process write a file or several read it, not both. The server therefore opens the
 file read-only for one request at a time and closes it at once (a `nodereg profile`, `import` or
 `match` started with `--wait` gets in between requests). While a writer holds the file the server
@@ -50,11 +53,14 @@ class Source:
         self.url = url
         self.display_url = mask(url)
         self.lock_wait_s = lock_wait_s
-        self.duckdb = duckdb_path(url) is not None or url.get_backend_name() == "duckdb"
+        self.duckdb = url.get_backend_name() == "duckdb"
         self._engine = _engine(url)
         self._lock = threading.Lock()          # DuckDB: one open connection at a time
-        self._snapshots: OrderedDict[str, tuple[float, object]] = OrderedDict()
+        self.path = duckdb_path(url)
+        self._snapshots: OrderedDict[str, tuple[float, object, object]] = OrderedDict()  # key -> (time, stamp, result)
         self._memo: dict[str, tuple[object, object]] = {}
+        self._snap_lock = threading.Lock()
+        self._local = threading.local()
 
     @property
     def dialect(self) -> str:
@@ -83,41 +89,57 @@ class Source:
             finally:
                 conn.close()
 
+    def stamp(self, conn: sa.Connection | None = None):
+        """What the registry's content is now: on DuckDB the file's and its write-ahead log's size and
+        time of change (every commit changes one of them; read without opening the file), on
+        PostgreSQL row counts and highest keys of the tables the pages show, and the server's count
+        of changed rows (`conn` needed)."""
+        if self.path is not None:
+            return tuple((p.stat().st_size, p.stat().st_mtime_ns) if p.exists() else None
+                         for p in (self.path, self.path.with_name(self.path.name + ".wal")))
+        from registry.web.queries import STAMP_SQL
+
+        return tuple(conn.execute(sa.text(STAMP_SQL + ", (SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) "
+                                                       "FROM pg_stat_user_tables)")).one())
+
     def read(self, key: str, work):
-        """`work(conn)` on a fresh read-only connection; (result, None), or (last result, Stale)
-        while a writer holds the file. Raises Busy when there is no snapshot of `key`."""
+        """`work(conn)` on a fresh read-only connection, or its result from before when the registry has
+        not changed since; (result, None), or (last result, Stale) while a writer holds the file.
+        Raises Busy when a writer holds it and `key` has no snapshot."""
+        with self._snap_lock:
+            kept = self._snapshots.get(key)
+        if kept is not None and self.path is not None and kept[1] == self.stamp():
+            return kept[2], None   # unchanged: the writer-free answer, without opening the file
         try:
             with self.connect() as conn:
+                stamp = self.stamp(conn)
+                if kept is not None and kept[1] == stamp:
+                    return kept[2], None
+                self._local.stamp = stamp
                 result = work(conn)
         except RegistryLocked as exc:
-            with self._lock_snapshots():
-                kept = self._snapshots.get(key)
             if kept is None:
                 raise Busy(str(exc)) from None
-            return kept[1], Stale(kept[0], str(exc))
-        with self._lock_snapshots():
-            self._snapshots[key] = (time.time(), result)
+            return kept[2], Stale(kept[0], str(exc))
+        with self._snap_lock:
+            self._snapshots[key] = (time.time(), stamp, result)
             self._snapshots.move_to_end(key)
             while len(self._snapshots) > SNAPSHOTS:
                 self._snapshots.popitem(last=False)
         return result, None
 
-    def memo(self, conn: sa.Connection, name: str, stamp, build):
-        """`build(conn)`, kept until `stamp` (what the registry's content was when it was built) changes:
-        for what is costly to derive and changes only when a writer adds data (the node-type summary)."""
-        kept = self._memo.get(name)
+    def memo(self, conn: sa.Connection, name: str, build):
+        """`build(conn)`, kept while the registry's content is unchanged: what several pages derive
+        from the same costly query (the node-type summary at 10,000 types). Inside `read` only."""
+        stamp = self._local.stamp
+        with self._snap_lock:
+            kept = self._memo.get(name)
         if kept is not None and kept[0] == stamp:
             return kept[1]
         value = build(conn)
-        self._memo[name] = (stamp, value)
-        return value
-
-    _snap_lock = threading.Lock()
-
-    @contextmanager
-    def _lock_snapshots(self):
         with self._snap_lock:
-            yield
+            self._memo[name] = (stamp, value)
+        return value
 
     def close(self) -> None:
         self._engine.dispose()

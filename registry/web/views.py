@@ -76,10 +76,8 @@ class NodeQuery:
 
 
 def _summary(source, conn):
-    stamp = queries.stamp(conn)
-    summary = source.memo(conn, "node_summary", stamp, queries.node_summary)
-    choices = source.memo(conn, "figure_choices", stamp, queries.figure_choices)
-    return stamp, summary, choices
+    return source.memo(conn, "node_summary", queries.node_summary), source.memo(conn, "figure_choices",
+                                                                              queries.figure_choices)
 
 
 def _facet_mask(frame: pd.DataFrame, col: str, chosen: list[str]) -> pd.Series:
@@ -130,7 +128,7 @@ def nodes(source, p: NodeQuery, paged: bool = True) -> View:
         raise BadRequest(f"unknown column {unknown[0]!r} (cols)")
 
     def work(conn):
-        _, summary, choices = _summary(source, conn)
+        summary, choices = _summary(source, conn)
         by_key = {c["config_key"]: c for c in choices}
         frame = summary
         fig_columns = []
@@ -140,7 +138,7 @@ def nodes(source, p: NodeQuery, paged: bool = True) -> View:
                 raise BadRequest(f"no measured figure named {key!r} (fig): choose one from the list")
             if frame is summary:
                 frame = summary.copy()
-            values = source.memo(conn, f"figure:{key}", queries.stamp(conn), lambda c: queries.figure_column(c, choice))
+            values = source.memo(conn, f"figure:{key}", lambda c: queries.figure_column(c, choice))
             frame[f"fig{i}"] = frame["name"].map(values).astype(float)
             fig_columns.append(Column(f"fig{i}", key, choice["unit"] or "", True))
             if choice["higher_is_better"]:
@@ -203,9 +201,12 @@ def _profile_charts(prof) -> dict[str, dict]:
 def node(source, name: str) -> View:
     def work(conn):
         try:
-            return queries.node_page(conn, name)
+            data = queries.node_page(conn, name)
         except LookupError as exc:
             raise NotFound(str(exc)) from None
+        prof = data.pop("profile")
+        data["charts"] = _profile_charts(prof) if prof is not None else {}
+        return data
 
     data, stale = source.read(f"node:{name}", work)
     view = View(name, extra={"stale": stale, "node": data["node"]})
@@ -245,8 +246,7 @@ def node(source, name: str) -> View:
             Column("app", "application", link="app"), Column("threads", "threads", numeric=True),
             Column("runs", "runs", numeric=True), Column("median_s", "median", "s", True),
             Column("min_s", "min", "s", True), Column("max_s", "max", "s", True)], data["runs"]))
-    if data["profile"] is not None:
-        view.charts.update(_profile_charts(data["profile"]))
+    view.charts.update(data["charts"])
     return view
 
 
@@ -266,7 +266,7 @@ def compare(source, names: list[str], base: str | None) -> View:
         from registry.errors import UserError
         from registry.report.load import node_profile
 
-        _, summary, _ = _summary(source, conn)
+        summary, _ = _summary(source, conn)
         rows = summary.set_index("name")
         missing = [n for n in names if n not in rows.index]
         if missing:
@@ -277,9 +277,9 @@ def compare(source, names: list[str], base: str | None) -> View:
                 profiles[n] = node_profile(conn, n) if rows.at[n, "profiles"] else None
             except UserError:
                 profiles[n] = None
-        return rows.loc[names].reset_index(), profiles
+        return rows.loc[names].reset_index(), _overlaid(profiles)
 
-    (frame, profiles), stale = source.read(f"compare:{names}:{base}", work)
+    (frame, overlaid), stale = source.read(f"compare:{names}", work)
     values = frame.set_index("name")
     long, wide = [], []
     for col in COMPARED:
@@ -297,7 +297,7 @@ def compare(source, names: list[str], base: str | None) -> View:
                                                      Column("node", "node type", link="node"),
                                                      Column("value", "value", numeric=True),
                                                      Column("relative", f"relative to {base}", "x", True)], long))
-    view.charts.update(_overlaid(profiles))
+    view.charts.update(overlaid)
     return view
 
 
