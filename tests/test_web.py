@@ -120,7 +120,8 @@ def test_facets_filters_sort_and_paging(site):
 def test_bad_parameters_are_4xx_pages(site):
     for path, params, status in [("/node", {"name": "nope"}, 404), ("/node", {}, 400), ("/nodes", {"sort": "x"}, 400),
                                  ("/nodes", {"page": "two"}, 400), ("/nodes", {"page": 99}, 400),
-                                 ("/nodes", {"per": 100000}, 400), ("/nodes", {"cols": "password"}, 400),
+                                 ("/nodes", {"per": 100000}, 400),
+                                 ("/nodes", {"vcpus_min": "lots"}, 400), ("/nodes", {"mem_max": "nan"}, 400), ("/nodes", {"cols": "password"}, 400),
                                  ("/nodes", {"fig": "no such config"}, 400), ("/compare", {"node": "alpha"}, 400),
                                  ("/compare", {"node": ["alpha", "beta"], "base": "gamma"}, 400),
                                  ("/compare", {"node": ["alpha", SCRIPT + "x"]}, 404),
@@ -151,7 +152,7 @@ def test_sql_box_is_read_only_with_a_time_limit_and_a_row_cap(site, db_url, monk
     assert len(whole.strip().splitlines()) == 25001        # exports are not capped
     monkeypatch.setattr(views, "SQL_TIME_LIMIT_S", 0.5)
     slow = ("SELECT count(*) FROM range(200000) a, range(200000) b WHERE a.range * b.range = 7"
-            if db_url.startswith("duckdb") else "SELECT pg_sleep(5)")
+            if db_url.startswith("duckdb") else "SELECT 1 AS slept FROM pg_sleep(5)")
     err = site.get("/api/sql", params={"q": slow}).json()["error"]
     assert "time limit" in err
     chart = page(site, "/sql", q="SELECT name, n_cpus FROM nodes ORDER BY name", x="name", y="n_cpus", kind="bar")

@@ -32,12 +32,17 @@ def build(url: str) -> dict:
         trace = add_trace(conn, APP, SCRIPT)
         add_predictions(conn, trace, "similarity", {SCRIPT: 50.0, "cn[01-04]": 40.0, "alpha": 70.0, LONG: 45.0})
         add_runs(conn, APP, "cn[01-04]", [41.0, 42.5])
+        for node, times in (("beta", [99.0, 101.5, 100.2]), ("gamma", [35.1, 35.9])):
+            add_runs(conn, "solver", node, times, threads=4)   # at the trace's thread count: what accuracy compares
         info["hostile_trace"] = trace
         day = dt.date(2026, 1, 1)
         for name, price in (("alpha", 0.40), ("beta", 0.20), ("gamma", 0.90), (SCRIPT, 0.30), ("cn[01-04]", 0.25)):
             store_price(conn, Price(name, price * 1.1, "USD", "list 2025", day - dt.timedelta(days=200)))
             store_price(conn, Price(name, price, "USD", "list <2026>", day))
         _imported(conn)
+        # as `nodereg match` stores them: each prediction names its base node (the traced one)
+        conn.exec_driver_sql("UPDATE predictions SET base_node_id = "
+                             "(SELECT t.node_id FROM traces t WHERE t.trace_id = predictions.trace_id)")
     reg.close()
     return info
 

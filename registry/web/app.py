@@ -45,6 +45,19 @@ def _qs(request: Request, **changes) -> str:
     return urlencode(items)
 
 
+def _number(name: str, text: str | None) -> float | None:
+    """A number field of a form: empty means no bound (a browser sends empty fields as `name=`)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise views.BadRequest(f"{name}: {text[:30]!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise views.BadRequest(f"{name}: must be a finite number >= 0")
+    return value
+
+
 def _fmt(value, numeric: bool = False) -> str:
     from registry.web.queries import clean
 
@@ -168,9 +181,10 @@ def create_app(url: str | None = None, lock_wait_s: float = 1.0, root_path: str 
     def node_query(q: str | None = Query(None, max_length=200, description="name or CPU model contains"),
                    vendor: list[str] = Query([]), architecture: list[str] = Query([]),
                    cpu_vendor: list[str] = Query([]), cpu_family: list[str] = Query([]),
-                   vcpus_min: float | None = Query(None, ge=0), vcpus_max: float | None = Query(None, ge=0),
-                   mem_min: float | None = Query(None, ge=0, description="GiB"),
-                   mem_max: float | None = Query(None, ge=0, description="GiB"),
+                   vcpus_min: str | None = Query(None, max_length=30, description="a number (empty: none)"),
+                   vcpus_max: str | None = Query(None, max_length=30, description="a number (empty: none)"),
+                   mem_min: str | None = Query(None, max_length=30, description="GiB (empty: none)"),
+                   mem_max: str | None = Query(None, max_length=30, description="GiB (empty: none)"),
                    priced: bool = Query(False, description="only types with a price"),
                    cols: list[str] = Query([], description="columns shown (keys)"),
                    fig: list[str] = Query([], description=f"measured figures as extra columns (config keys, "
@@ -178,8 +192,9 @@ def create_app(url: str | None = None, lock_wait_s: float = 1.0, root_path: str 
                    sort: str | None = Query(None, max_length=80, description="column key, -key for descending"),
                    page: int = Query(1, ge=1, le=1_000_000), per: int = Query(50, ge=1, le=500)) -> views.NodeQuery:
         return views.NodeQuery(q=q, facets={"vendor": vendor, "architecture": architecture, "cpu_vendor": cpu_vendor,
-                                            "cpu_family": cpu_family}, vcpus_min=vcpus_min, vcpus_max=vcpus_max,
-                               mem_min=mem_min, mem_max=mem_max, priced=priced, cols=[c for c in cols if c],
+                                            "cpu_family": cpu_family},
+                               vcpus_min=_number("vcpus_min", vcpus_min), vcpus_max=_number("vcpus_max", vcpus_max),
+                               mem_min=_number("mem_min", mem_min), mem_max=_number("mem_max", mem_max), priced=priced, cols=[c for c in cols if c],
                                figs=[f for f in fig if f], sort=sort or None,
                                page=page, per=per)
 
