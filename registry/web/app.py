@@ -61,6 +61,8 @@ def _number(name: str, text: str | None) -> float | None:
 def _fmt(value, numeric: bool = False) -> str:
     from registry.web.queries import clean
 
+    if hasattr(value, "hour") and hasattr(value, "isoformat") and value == value:   # a timestamp, to the second
+        return value.isoformat(sep=" ", timespec="seconds")
     value = clean(value)
     if value is None:
         return ""

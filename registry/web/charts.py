@@ -44,8 +44,9 @@ def lines(title: str, series: list[tuple[str, list, list]], xtitle: str, ytitle:
                "line": {"color": "#888", "width": 1, "dash": "dot"}} for _, x in marks]
     notes = [{"xref": "x", "yref": "paper", "x": math.log10(x) if xlog else x, "y": 1, "text": label(t),
               "showarrow": False, "font": {"size": 10, "color": "#555"}, "yanchor": "bottom"} for t, x in marks]
-    return {"data": data, "layout": _layout(title, _axis(xtitle, xlog), _axis(ytitle, ylog), shapes=shapes,
-                                            annotations=notes)}
+    xaxis = _axis(xtitle, xlog, **({"dtick": 1} if xtitle == "threads" and len({x for _, xs, _ in series
+                                                                               for x in xs}) <= 16 else {}))
+    return {"data": data, "layout": _layout(title, xaxis, _axis(ytitle, ylog), shapes=shapes, annotations=notes)}
 
 
 def intervals(title: str, names: list[str], predicted: list, low: list, high: list, measured: list,

@@ -252,6 +252,7 @@ def node(source, name: str) -> View:
 
 # ---- compare ----------------------------------------------------------------------------------
 COMPARED = [c for c in NODE_COLUMNS if c.numeric and c.key not in ("profiles", "runs")]
+LOWER_IS_BETTER = {"price_per_hour"}
 
 
 def compare(source, names: list[str], base: str | None) -> View:
@@ -284,7 +285,7 @@ def compare(source, names: list[str], base: str | None) -> View:
     long, wide = [], []
     for col in COMPARED:
         ref = values.at[base, col.key]
-        row = {"metric": col.label, "unit": col.unit}
+        row = {"metric": col.label, "unit": col.unit, "higher_is_better": col.key not in LOWER_IS_BETTER}
         for n in names:
             v = values.at[n, col.key]
             rel = v / ref if pd.notna(v) and pd.notna(ref) and ref else None
