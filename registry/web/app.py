@@ -200,88 +200,36 @@ def create_app(url: str | None = None, lock_wait_s: float = 1.0, root_path: str 
                                figs=[f for f in fig if f], sort=sort or None,
                                page=page, per=per)
 
-    @api.get("/nodes", response_class=HTMLResponse, include_in_schema=False)
-    def nodes_page(request: Request, p: views.NodeQuery = Depends(node_query)):
-        return render(request, "nodes.html", views.nodes(source, p), p=p)
+    def routes(name: str, params, build, template: str, tag: str, summary: str, export_summary: str) -> None:
+        """A page's three faces: `/NAME` (HTML), `/api/NAME` (JSON) and `/NAME.csv|json` (a table of it,
+        whole: not paged), all from `build(params, paged)` with the same validated parameters."""
+        @api.get(f"/{name}", name=f"{name}_page", response_class=HTMLResponse, include_in_schema=False)
+        def html(request: Request, q=Depends(params)):
+            return render(request, template, build(q, True), p=q)
 
-    @api.get("/api/nodes", tags=["node types"], summary="Node types: filtered, sorted, one page")
-    def nodes_api(p: views.NodeQuery = Depends(node_query)):
-        return views.nodes(source, p).to_json()
+        @api.get(f"/api/{name}", name=f"{name}_api", tags=[tag], summary=summary)
+        def as_json(q=Depends(params)):
+            return build(q, True).to_json()
 
-    @api.get("/nodes.{fmt}", tags=["exports"], summary="Node types: every row the filters keep (csv or json)")
-    def nodes_export(fmt: str = _FMT, p: views.NodeQuery = Depends(node_query)):
-        return export(views.nodes(source, p, paged=False), "nodes", fmt)
+        @api.get(f"/{name}.{{fmt}}", name=f"{name}_export", tags=["exports"], summary=export_summary)
+        def exported(fmt: str = _FMT, q=Depends(params),
+                     table: str | None = Query(None, max_length=40, description="which table of the page")):
+            return export(build(q, False), table, fmt)
 
-    # ---- one node type
-    @api.get("/node", response_class=HTMLResponse, include_in_schema=False)
-    def node_page(request: Request, name: str = NAME):
-        return render(request, "node.html", views.node(source, name))
+    def name_query(name: str = NAME):
+        return name
 
-    @api.get("/api/node", tags=["node types"], summary="One node type: inventory, hosts, prices, figures")
-    def node_api(name: str = NAME):
-        return views.node(source, name).to_json()
+    def app_query(name: str = Query(..., min_length=1, max_length=200, description="application name")):
+        return name
 
-    @api.get("/node.{fmt}", tags=["exports"], summary="A table of a node type's page (table=inventory, caches, ...)")
-    def node_export(fmt: str = _FMT, name: str = NAME, table: str | None = Query(None, max_length=40)):
-        return export(views.node(source, name), table, fmt)
-
-    # ---- compare
     def compare_query(node: list[str] = Query(..., description="2 to 10 node type names"),
                       base: str | None = Query(None, max_length=200, description="the baseline (default: the first)")):
         return node, base
 
-    @api.get("/compare", response_class=HTMLResponse, include_in_schema=False)
-    def compare_page(request: Request, q=Depends(compare_query)):
-        return render(request, "compare.html", views.compare(source, *q))
+    def uid_query(uid: str = Query(..., min_length=1, max_length=64, pattern=r"^[0-9A-Za-z-]+$",
+                                   description="trace uid")):
+        return uid
 
-    @api.get("/api/compare", tags=["node types"], summary="2-10 node types relative to a baseline")
-    def compare_api(q=Depends(compare_query)):
-        return views.compare(source, *q).to_json()
-
-    @api.get("/compare.{fmt}", tags=["exports"], summary="The comparison, one row per figure and node")
-    def compare_export(fmt: str = _FMT, q=Depends(compare_query)):
-        return export(views.compare(source, *q), "compare", fmt)
-
-    # ---- applications and traces
-    @api.get("/apps", response_class=HTMLResponse, include_in_schema=False)
-    def apps_page(request: Request):
-        return render(request, "apps.html", views.apps(source))
-
-    @api.get("/api/apps", tags=["applications"], summary="Applications with their traces, runs, predictions")
-    def apps_api():
-        return views.apps(source).to_json()
-
-    @api.get("/apps.{fmt}", tags=["exports"], summary="The applications")
-    def apps_export(fmt: str = _FMT):
-        return export(views.apps(source), "apps", fmt)
-
-    @api.get("/app", response_class=HTMLResponse, include_in_schema=False)
-    def app_page(request: Request, name: str = Query(..., min_length=1, max_length=200)):
-        return render(request, "app.html", views.app(source, name))
-
-    @api.get("/api/app", tags=["applications"], summary="An application's traces")
-    def app_api(name: str = Query(..., min_length=1, max_length=200)):
-        return views.app(source, name).to_json()
-
-    @api.get("/app.{fmt}", tags=["exports"], summary="An application's traces")
-    def app_export(fmt: str = _FMT, name: str = Query(..., min_length=1, max_length=200)):
-        return export(views.app(source, name), "traces", fmt)
-
-    uid_query = Query(..., min_length=1, max_length=64, pattern=r"^[0-9A-Za-z-]+$", description="trace uid")
-
-    @api.get("/trace", response_class=HTMLResponse, include_in_schema=False)
-    def trace_page(request: Request, uid: str = uid_query):
-        return render(request, "trace.html", views.trace(source, uid))
-
-    @api.get("/api/trace", tags=["applications"], summary="A trace's phases and what each resembles")
-    def trace_api(uid: str = uid_query):
-        return views.trace(source, uid).to_json()
-
-    @api.get("/trace.{fmt}", tags=["exports"], summary="A trace's phases")
-    def trace_export(fmt: str = _FMT, uid: str = uid_query):
-        return export(views.trace(source, uid), "phases", fmt)
-
-    # ---- predictions
     def prediction_query(app: str = Query(..., min_length=1, max_length=200),
                          model: str | None = Query(None, max_length=100),
                          version: str | None = Query(None, max_length=100),
@@ -289,30 +237,26 @@ def create_app(url: str | None = None, lock_wait_s: float = 1.0, root_path: str 
                          page: int = Query(1, ge=1, le=1_000_000), per: int = Query(100, ge=1, le=500)):
         return dict(app_name=app, model=model, version=version, sort=sort, number=page, per=per)
 
-    @api.get("/predictions", response_class=HTMLResponse, include_in_schema=False)
-    def predictions_page(request: Request, q=Depends(prediction_query)):
-        return render(request, "predictions.html", views.predictions(source, **q))
+    def nothing():
+        return None
 
-    @api.get("/api/predictions", tags=["predictions"], summary="An app's predictions on every node, ranked")
-    def predictions_api(q=Depends(prediction_query)):
-        return views.predictions(source, **q).to_json()
-
-    @api.get("/predictions.{fmt}", tags=["exports"], summary="An app's predictions, every node")
-    def predictions_export(fmt: str = _FMT, q=Depends(prediction_query)):
-        return export(views.predictions(source, **q, paged=False), "predictions", fmt)
-
-    # ---- accuracy
-    @api.get("/accuracy", response_class=HTMLResponse, include_in_schema=False)
-    def accuracy_page(request: Request):
-        return render(request, "accuracy.html", views.accuracy(source))
-
-    @api.get("/api/accuracy", tags=["predictions"], summary="Stored predictions against measured runs")
-    def accuracy_api():
-        return views.accuracy(source).to_json()
-
-    @api.get("/accuracy.{fmt}", tags=["exports"], summary="A table of the accuracy page (summary, sets, cells)")
-    def accuracy_export(fmt: str = _FMT, table: str | None = Query(None, max_length=40)):
-        return export(views.accuracy(source), table, fmt)
+    routes("nodes", node_query, lambda q, paged: views.nodes(source, q, paged), "nodes.html", "node types",
+           "Node types: filtered, sorted, one page", "Node types: every row the filters keep")
+    routes("node", name_query, lambda q, _: views.node(source, q), "node.html", "node types",
+           "One node type: inventory, hosts, prices, figures", "A table of a node type's page (table=prices, ...)")
+    routes("compare", compare_query, lambda q, _: views.compare(source, *q), "compare.html", "node types",
+           "2-10 node types relative to a baseline", "The comparison, one row per figure and node")
+    routes("apps", nothing, lambda q, _: views.apps(source), "apps.html", "applications",
+           "Applications with their traces, runs, predictions", "The applications")
+    routes("app", app_query, lambda q, _: views.app(source, q), "app.html", "applications",
+           "An application's traces and prediction sets", "An application's traces")
+    routes("trace", uid_query, lambda q, _: views.trace(source, q), "trace.html", "applications",
+           "A trace's phases and what each resembles", "A trace's phases")
+    routes("predictions", prediction_query, lambda q, paged: views.predictions(source, **q, paged=paged),
+           "predictions.html", "predictions", "An app's predictions on every node, ranked",
+           "An app's predictions, every node")
+    routes("accuracy", nothing, lambda q, _: views.accuracy(source), "accuracy.html", "predictions",
+           "Stored predictions against measured runs", "A table of the accuracy page (summary, sets, cells)")
 
     # ---- SQL
     def sql_query(q: str | None = Query(None, max_length=20_000, description="one read-only SQL statement"),
