@@ -178,3 +178,17 @@ def test_snapshot_while_a_writer_holds_the_file(site, db_url, tmp_path):
         holder.kill()
         holder.wait()
     assert "A writer holds the registry" not in page(site, "/nodes")
+
+
+def test_serve_command_errors_are_one_line(cli, db_url):
+    import socket
+
+    from conftest import assert_one_line_error
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert_one_line_error(cli("serve", "--port", port), f"cannot listen on 127.0.0.1:{port}", "in use")
+    assert_one_line_error(cli("--db", "duckdb:////nonexistent-dir/x.duckdb", "serve"), "does not exist")
+    assert_one_line_error(cli("serve", "--host", "no-such-host.invalid"), "cannot listen on no-such-host.invalid")

@@ -20,14 +20,22 @@ def serve(
                                          "from its last snapshot."),
 ) -> None:
     """Serve the registry as a read-only web site: node types, comparisons, predictions, SQL, a JSON API."""
+    import socket
+
     import uvicorn
 
     from registry.web.app import create_app
 
     web = create_app(state(ctx).db_url, lock_wait_s=lock_wait, root_path=root_path)
-    err_console.print(f"serving {web.state.source.display_url} read-only at http://{host}:{port}{root_path}/ "
-                      "(Ctrl-C stops)", soft_wrap=True, markup=False, highlight=False)
+    # bound here, not by uvicorn: a port in use is one `error:` line, not a log record and exit 3
     try:
-        uvicorn.run(web, host=host, port=port, log_level="warning", proxy_headers=True, server_header=False)
-    except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    shown = f"[{host}]" if ":" in host else host
+    err_console.print(f"serving {web.state.source.display_url} read-only at http://{shown}:{port}{root_path}/ "
+                      "(Ctrl-C stops)", soft_wrap=True, markup=False, highlight=False)
+    config = uvicorn.Config(web, log_level="warning", proxy_headers=True, server_header=False)
+    uvicorn.Server(config).run(sockets=[sock])
