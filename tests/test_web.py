@@ -192,3 +192,18 @@ def test_serve_command_errors_are_one_line(cli, db_url):
         assert_one_line_error(cli("serve", "--port", port), f"cannot listen on 127.0.0.1:{port}", "in use")
     assert_one_line_error(cli("--db", "duckdb:////nonexistent-dir/x.duckdb", "serve"), "does not exist")
     assert_one_line_error(cli("serve", "--host", "no-such-host.invalid"), "cannot listen on no-such-host.invalid")
+
+
+def test_links_carry_the_reverse_proxy_prefix(db_url):
+    from fastapi.testclient import TestClient
+
+    from registry.web.app import create_app
+
+    build(db_url)
+    app = create_app(db_url, root_path="/nodereg")
+    with TestClient(app) as client:
+        html = client.get("/nodes").text           # the proxy strips the prefix before passing the request on
+    app.state.source.close()
+    links = re.findall(r'(?:href|src|action)="([^"]*)"', html)
+    assert links and all(link.startswith(("/nodereg/", "?")) for link in links), links[:10]
+    assert "/nodereg/static/style.css" in links and "/nodereg/nodes.csv" in " ".join(links)
