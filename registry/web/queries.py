@@ -15,7 +15,6 @@ import sqlalchemy as sa
 
 from registry.db.read import read_frame
 from registry.errors import UserError
-from registry.prices import current_prices
 
 # PostgreSQL: what changes when a writer adds or removes something a page shows (registry/web/source.py)
 STAMP_SQL = """SELECT (SELECT count(*) FROM nodes), (SELECT max(node_id) FROM nodes),
@@ -28,19 +27,38 @@ STAMP_SQL = """SELECT (SELECT count(*) FROM nodes), (SELECT max(node_id) FROM no
 # Each host's latest profile of a type (as v_host_profile counts them).
 _LATEST = "SELECT max(profile_id) FROM profiles GROUP BY node_id, host"
 
-# Headline figures per type, defined as v_nodes defines them (memory bandwidth: triad at the most
-# threads and its largest working set; FP64: the best peak_fma), computed for all types at once.
-_SUMMARY_SQL = """
-WITH t AS (SELECT node, threads, ws_bytes, bandwidth_gbs FROM v_profile WHERE ub = 'triad'),
-tm AS (SELECT node, max(threads) AS mt FROM t GROUP BY node),
-tw AS (SELECT t.node, max(t.ws_bytes) AS mw FROM t JOIN tm ON tm.node = t.node AND t.threads = tm.mt GROUP BY t.node),
-triad AS (SELECT t.node, max(t.bandwidth_gbs) AS memory_gbs FROM t
-          JOIN tm ON tm.node = t.node AND t.threads = tm.mt JOIN tw ON tw.node = t.node AND t.ws_bytes = tw.mw
-          GROUP BY t.node),
-fma AS (SELECT node, max(gflops) AS fp64_gflops FROM v_profile WHERE ub = 'peak_fma' GROUP BY node),
+# The current price of each priced type: its latest valid_from, then latest entry (v_node_prices.current,
+# whose correlated subquery PostgreSQL runs once per price row: seconds at 3,000 prices).
+CURRENT_PRICES_SQL = """
+SELECT n.name AS node, p.price_per_hour, p.currency
+FROM (SELECT node_id, price_per_hour, currency,
+             row_number() OVER (PARTITION BY node_id ORDER BY valid_from DESC, price_id DESC) AS k
+      FROM node_prices) p JOIN nodes n ON n.node_id = p.node_id
+WHERE p.k = 1"""
+
+# Headline figures per type, as v_nodes defines them (memory bandwidth: triad at the most threads and
+# its largest working set; FP64: the best peak_fma; each config the median over the type's hosts, each
+# host's latest profile, as v_profile), computed for all types at once from the few configs involved.
+_SUMMARY_SQL = f"""
+WITH cfg AS (SELECT c.config_id, m.name AS ub, c.threads, c.ws_bytes FROM ub_configs c
+             JOIN microbenchmarks m ON m.ub_id = c.ub_id WHERE m.name IN ('triad', 'peak_fma')),
+per AS (SELECT p.node_id, cfg.ub, cfg.threads, cfg.ws_bytes,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY r.bandwidth_gbs) AS bandwidth_gbs,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY r.gflops) AS gflops
+        FROM profile_runs r JOIN cfg ON cfg.config_id = r.config_id JOIN profiles p ON p.profile_id = r.profile_id
+        WHERE r.profile_id IN ({_LATEST})
+        GROUP BY p.node_id, cfg.ub, cfg.threads, cfg.ws_bytes, cfg.config_id),
+t AS (SELECT node_id, threads, ws_bytes, bandwidth_gbs FROM per WHERE ub = 'triad' AND bandwidth_gbs IS NOT NULL),
+tm AS (SELECT node_id, max(threads) AS mt FROM t GROUP BY node_id),
+tw AS (SELECT t.node_id, max(t.ws_bytes) AS mw FROM t JOIN tm ON tm.node_id = t.node_id AND t.threads = tm.mt
+       GROUP BY t.node_id),
+triad AS (SELECT t.node_id, max(t.bandwidth_gbs) AS memory_gbs FROM t
+          JOIN tm ON tm.node_id = t.node_id AND t.threads = tm.mt
+          JOIN tw ON tw.node_id = t.node_id AND t.ws_bytes = tw.mw GROUP BY t.node_id),
+fma AS (SELECT node_id, max(gflops) AS fp64_gflops FROM per WHERE ub = 'peak_fma' GROUP BY node_id),
 prof AS (SELECT node_id, count(*) AS profiles, count(DISTINCT coalesce(host, '')) AS hosts,
                 max(started_at) AS last_profiled FROM profiles GROUP BY node_id),
-price AS (SELECT node, price_per_hour, currency FROM v_node_prices WHERE current),
+price AS ({CURRENT_PRICES_SQL}),
 nruns AS (SELECT node_id, count(*) AS runs FROM runs GROUP BY node_id)
 SELECT n.name, n.vendor, n.architecture, n.cpu_vendor, n.cpu_family, n.cpu_model, n.n_cpus AS vcpus,
        n.memory_bytes / 1073741824.0 AS memory_gib, n.source,
@@ -48,8 +66,8 @@ SELECT n.name, n.vendor, n.architecture, n.cpu_vendor, n.cpu_family, n.cpu_model
        triad.memory_gbs, fma.fp64_gflops, price.price_per_hour, price.currency, coalesce(nruns.runs, 0) AS runs
 FROM nodes n
 LEFT JOIN prof ON prof.node_id = n.node_id
-LEFT JOIN triad ON triad.node = n.name
-LEFT JOIN fma ON fma.node = n.name
+LEFT JOIN triad ON triad.node_id = n.node_id
+LEFT JOIN fma ON fma.node_id = n.node_id
 LEFT JOIN price ON price.node = n.name
 LEFT JOIN nruns ON nruns.node_id = n.node_id"""
 
@@ -225,11 +243,10 @@ def predictions(conn: sa.Connection, app: str, model: str, version: str | None) 
                c.abs_rel_error, n.n_cpus AS vcpus, n.vendor, n.architecture
         FROM chosen c JOIN latest l ON l.inputs_digest IS NOT DISTINCT FROM c.inputs_digest
         JOIN nodes n ON n.name = c.node""", {"a": app, "m": model, **({"ver": version} if version else {})})
-    # prices on their own: joined to the predictions inside one statement, PostgreSQL ran v_node_prices'
+    # prices on their own: joined to v_predictions in one statement, PostgreSQL ran v_node_prices'
     # subquery per pair of rows (minutes at 3,000 nodes)
-    prices = current_prices(conn)
-    frame["price_per_hour"] = frame["node"].map(lambda n: prices.get(n, (None, None))[0])
-    frame["currency"] = frame["node"].map(lambda n: prices.get(n, (None, None))[1])
+    prices = read_frame(conn, CURRENT_PRICES_SQL)
+    frame = frame.merge(prices, on="node", how="left")
     for col in ("predicted_s", "low_s", "high_s", "coverage", "measured_s", "abs_rel_error", "price_per_hour",
                 "node_rank", "measured_runs"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
