@@ -58,6 +58,8 @@ def test_every_page_renders_hostile_names_as_text(site):
     node = page(site, "/node", name=SCRIPT)
     assert f"<h1 class=\"name\">{ESCAPED}</h1>" in node
     assert 'id="fig-bandwidth' in node and 'id="chart-roofline"' in node and 'id="chart-latency"' in node
+    prices = json.loads(re.search(r'id="fig-prices">(.*?)</script>', node, re.S).group(1))["data"]
+    assert [(t["name"], t["y"]) for t in prices] == [("USD", [pytest.approx(0.33), 0.3])]   # 2 prices, in order
     assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" not in node or "&amp;lt;" not in node
     listing = page(site, "/nodes", per=500)
     assert ESCAPED in listing and "cn[01-04]" in listing and LONG in listing

@@ -49,6 +49,14 @@ def lines(title: str, series: list[tuple[str, list, list]], xtitle: str, ytitle:
     return {"data": data, "layout": _layout(title, xaxis, _axis(ytitle, ylog), shapes=shapes, annotations=notes)}
 
 
+def steps(title: str, series: dict[str, tuple[list[str], list]], ytitle: str) -> dict:
+    """Values that hold from a date until the next one (a price history), one step line per name."""
+    data = [{"type": "scatter", "mode": "lines+markers", "line": {"shape": "hv", "color": PALETTE[i % len(PALETTE)]},
+             "name": label(name), "x": [str(d) for d in days], "y": num(values)}
+            for i, (name, (days, values)) in enumerate(series.items())]
+    return {"data": data, "layout": _layout(title, {"type": "date", "automargin": True}, _axis(ytitle))}
+
+
 def intervals(title: str, names: list[str], predicted: list, low: list, high: list, measured: list,
               xtitle: str) -> dict:
     """Horizontal bars with the prediction interval as error bars and measured runs as diamonds, best on top."""

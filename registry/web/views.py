@@ -225,6 +225,13 @@ def node(source, name: str) -> View:
                                                Column("price_per_hour", "price", "per hour", True),
                                                Column("currency", "currency"), Column("source", "source"),
                                                Column("current", "current")], data["prices"]))
+    if len(data["prices"]) > 1:
+        by_currency: dict[str, tuple[list, list]] = {}
+        for r in data["prices"]:
+            days, values = by_currency.setdefault(r["currency"], ([], []))
+            days.append(r["valid_from"])
+            values.append(r["price_per_hour"])
+        view.charts["prices"] = charts.steps("Price history", by_currency, "price per hour")
     if data["imported"]:
         view.add(Table("imported", "Imported suite figures", [
             Column("suite", "suite"), Column("benchmark", "benchmark"), Column("config_key", "configuration"),
@@ -246,7 +253,7 @@ def node(source, name: str) -> View:
             Column("app", "application", link="app"), Column("threads", "threads", numeric=True),
             Column("runs", "runs", numeric=True), Column("median_s", "median", "s", True),
             Column("min_s", "min", "s", True), Column("max_s", "max", "s", True)], data["runs"]))
-    view.charts.update(data["charts"])
+    view.charts = {**data["charts"], **view.charts}    # the profile's curves first
     return view
 
 
