@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from test_report_fixtures import NODES, SynthNode, add_predictions, add_profile, add_runs, add_trace, build_registry
+from test_report_fixtures import SynthNode, add_predictions, add_profile, add_runs, add_trace, build_registry
 
 from registry.db import open_registry, utcnow
 from registry.db.write import insert_returning, insert_rows, new_uid
@@ -66,6 +66,3 @@ def _imported(conn) -> None:
         insert_rows(conn, "profile_runs", [{"profile_id": prof, "config_id": cid, "reps": 1, "median_s": 1 / value,
                                             "value": value, "unstable": False}])
         store_price(conn, Price(f"{vendor}/{name}", price, "USD", "vendor list", dt.date(2026, 1, 1)))
-
-
-__all__ = ["build", "HOSTILE", "SCRIPT", "LONG", "APP", "NODES", "IMPORTED"]
