@@ -216,3 +216,18 @@ def test_links_carry_the_reverse_proxy_prefix(db_url):
     links = re.findall(r'(?:href|src|action)="([^"]*)"', html)
     assert links and all(link.startswith(("/nodereg/", "?")) for link in links), links[:10]
     assert "/nodereg/static/style.css" in links and "/nodereg/nodes.csv" in " ".join(links)
+
+
+def test_an_empty_registry_renders(db_url):
+    from fastapi.testclient import TestClient
+
+    from registry.web.app import create_app
+
+    app = create_app(db_url)
+    with TestClient(app) as client:
+        for path in ("/", "/nodes", "/apps", "/accuracy", "/sql", "/nodes.csv"):
+            res = client.get(path)
+            assert res.status_code == 200 and "Traceback" not in res.text, path
+        assert client.get("/api/nodes").json()["tables"]["nodes"]["total"] == 0
+        assert "no stored predictions" in client.get("/accuracy").text
+    app.state.source.close()
