@@ -13,46 +13,79 @@ Enforced by the databases and their drivers, never by reading the SQL text here:
   the connection's privileges.
 """
 
+import threading
+
 from registry.db import reader
 from registry.errors import UserError
 
 
-def run_readonly(registry, text: str) -> tuple[list[str], list[tuple]]:
+def run_readonly(registry, text: str, *, time_limit_s: float | None = None,
+                 max_rows: int | None = None) -> tuple[list[str], list[tuple]]:
     """Run `text` read-only on `registry`; returns (column names, rows)."""
     raw = registry.engine.raw_connection()
     try:
-        run = _postgres if registry.dialect == "postgresql" else _duckdb
-        return run(raw.driver_connection, text)
+        return run_on(raw.driver_connection, registry.dialect, text, time_limit_s=time_limit_s, max_rows=max_rows)
     finally:
         raw.close()
 
 
-def _duckdb(con, text: str) -> tuple[list[str], list[tuple]]:
+def run_on(driver_conn, dialect: str, text: str, *, time_limit_s: float | None = None,
+           max_rows: int | None = None) -> tuple[list[str], list[tuple]]:
+    """`run_readonly` on a driver connection of a read-only registry (`nodereg serve` opens its own):
+    stopped after `time_limit_s` (a one-line error), at most `max_rows` rows fetched."""
+    run = _postgres if dialect == "postgresql" else _duckdb
+    return run(driver_conn, text, time_limit_s, max_rows)
+
+
+def _fetch(cur, max_rows: int | None) -> list[tuple]:
+    return cur.fetchall() if max_rows is None else cur.fetchmany(max_rows)
+
+
+def _too_long(time_limit_s: float) -> UserError:
+    return UserError(f"the statement ran past the time limit ({time_limit_s:g} s) and was stopped")
+
+
+def _duckdb(con, text: str, time_limit_s: float | None, max_rows: int | None) -> tuple[list[str], list[tuple]]:
+    import duckdb
+
     con.execute("SET enable_external_access = false")  # one-way: DuckDB refuses to turn it back on
     statements = con.extract_statements(text)
     if len(statements) != 1:
         raise UserError(f"`nodereg sql` runs one statement per call; this text holds {len(statements)}")
-    con.execute(statements[0])
-    if not con.description:  # None, or no columns (CHECKPOINT)
-        raise UserError("the statement returned no rows")
-    return [d[0] for d in con.description], con.fetchall()
+    timer = threading.Timer(time_limit_s, con.interrupt) if time_limit_s else None
+    if timer:
+        timer.start()
+    try:
+        con.execute(statements[0])
+        if not con.description:  # None, or no columns (CHECKPOINT)
+            raise UserError("the statement returned no rows")
+        return [d[0] for d in con.description], _fetch(con, max_rows)
+    except duckdb.InterruptException:
+        raise _too_long(time_limit_s) from None
+    finally:
+        if timer:
+            timer.cancel()
 
 
-def _postgres(pg, text: str) -> tuple[list[str], list[tuple]]:
+def _postgres(pg, text: str, time_limit_s: float | None, max_rows: int | None) -> tuple[list[str], list[tuple]]:
     import psycopg
 
     pg.rollback()
     pg.read_only = True  # psycopg opens the transaction with BEGIN READ ONLY
     try:
         with psycopg.RawCursor(pg) as cur:  # $1 placeholders: the client parses nothing
+            if time_limit_s:
+                cur.execute("SELECT set_config('statement_timeout', $1, true)", [f"{int(time_limit_s * 1000)}"])
             role = _become_reader(cur, pg.info.user)
             try:
                 fields = _describe(pg, text)
                 cur.execute(_through_reader(cur, fields), [text])
-                return [name for name, *_ in fields], cur.fetchall()
+                return [name for name, *_ in fields], _fetch(cur, max_rows)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise UserError(f"`nodereg sql` runs as the read-only role {role}, which may not do this: "
                                 f"{str(exc).splitlines()[0]}") from None
+            except psycopg.errors.QueryCanceled:
+                raise _too_long(time_limit_s) from None
     finally:
         pg.rollback()
 
