@@ -88,10 +88,16 @@ class Result:
 
 @pytest.fixture
 def db_url(request, tmp_path, monkeypatch):
-    """The registry URL of this test (DuckDB; tests marked `both_backends` also run on PostgreSQL)."""
+    """The registry URL of this test (DuckDB; tests marked `both_backends` also run on PostgreSQL).
+    A PostgreSQL registry exists already, as its admin's `nodereg init` leaves it (only `init` and
+    `migrate` create or change a PostgreSQL schema); a DuckDB file is created by the first command
+    that writes."""
     backend = getattr(request, "param", "duckdb")
-    url = request.getfixturevalue("pg_database") if backend == "postgresql" else \
-        f"duckdb:///{tmp_path / 'registry.duckdb'}"
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_database")
+        open_registry(url).close()
+    else:
+        url = f"duckdb:///{tmp_path / 'registry.duckdb'}"
     monkeypatch.setenv("NODEREG_DB", url)
     return url
 

@@ -13,46 +13,90 @@ Enforced by the databases and their drivers, never by reading the SQL text here:
   the connection's privileges.
 """
 
+import threading
+from dataclasses import dataclass
+
 from registry.db import reader
 from registry.errors import UserError
 
 
-def run_readonly(registry, text: str) -> tuple[list[str], list[tuple]]:
-    """Run `text` read-only on `registry`; returns (column names, rows)."""
+@dataclass(frozen=True)
+class Bounds:
+    """How long one statement may run and how many rows it may return (0: no limit). The database
+    stops the statement (PostgreSQL's statement_timeout, DuckDB's interrupt): a query left running
+    holds locks that stop others (a migration waits for every reader). Rows are fetched through a
+    cursor, one more than allowed at most."""
+
+    timeout_s: float = 0
+    max_rows: int = 0
+
+    def too_many(self, rows: list) -> None:
+        if self.max_rows and len(rows) > self.max_rows:
+            raise UserError(f"the query returns more than {self.max_rows:,} rows (--max-rows): nothing printed; "
+                            "narrow it (WHERE, LIMIT) or raise --max-rows (0: no limit)")
+
+    def timed_out(self) -> UserError:
+        return UserError(f"the query ran longer than {self.timeout_s:g} s (--timeout) and was stopped by the "
+                         "database; narrow it or raise --timeout (0: no limit)")
+
+    def fetch(self, cur) -> list:
+        rows = cur.fetchmany(self.max_rows + 1) if self.max_rows else cur.fetchall()
+        self.too_many(rows)
+        return rows
+
+
+def run_readonly(registry, text: str, bounds: Bounds = Bounds()) -> tuple[list[str], list[tuple]]:
+    """Run `text` read-only on `registry` within `bounds`; returns (column names, rows)."""
     raw = registry.engine.raw_connection()
     try:
         run = _postgres if registry.dialect == "postgresql" else _duckdb
-        return run(raw.driver_connection, text)
+        return run(raw.driver_connection, text, bounds)
     finally:
         raw.close()
 
 
-def _duckdb(con, text: str) -> tuple[list[str], list[tuple]]:
+def _duckdb(con, text: str, bounds: Bounds) -> tuple[list[str], list[tuple]]:
+    import duckdb
+
     con.execute("SET enable_external_access = false")  # one-way: DuckDB refuses to turn it back on
     statements = con.extract_statements(text)
     if len(statements) != 1:
         raise UserError(f"`nodereg sql` runs one statement per call; this text holds {len(statements)}")
-    con.execute(statements[0])
-    if not con.description:  # None, or no columns (CHECKPOINT)
-        raise UserError("the statement returned no rows")
-    return [d[0] for d in con.description], con.fetchall()
+    timer = threading.Timer(bounds.timeout_s, con.interrupt) if bounds.timeout_s else None
+    if timer is not None:
+        timer.start()
+    try:
+        con.execute(statements[0])
+        if not con.description:  # None, or no columns (CHECKPOINT)
+            raise UserError("the statement returned no rows")
+        return [d[0] for d in con.description], bounds.fetch(con)
+    except duckdb.InterruptException:
+        raise bounds.timed_out() from None
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
-def _postgres(pg, text: str) -> tuple[list[str], list[tuple]]:
+def _postgres(pg, text: str, bounds: Bounds) -> tuple[list[str], list[tuple]]:
     import psycopg
 
     pg.rollback()
     pg.read_only = True  # psycopg opens the transaction with BEGIN READ ONLY
     try:
         with psycopg.RawCursor(pg) as cur:  # $1 placeholders: the client parses nothing
+            cur.execute("SELECT set_config('statement_timeout', $1, true)", [f"{round(bounds.timeout_s * 1000)}"])
             role = _become_reader(cur, pg.info.user)
             try:
                 fields = _describe(pg, text)
-                cur.execute(_through_reader(cur, fields), [text])
-                return [name for name, *_ in fields], cur.fetchall()
+                query = _through_reader(cur, fields)
+                with psycopg.RawServerCursor(pg, "nodereg_sql") as rows:  # the server keeps what is not fetched
+                    rows.execute(query, [text])
+                    return [name for name, *_ in fields], bounds.fetch(rows)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise UserError(f"`nodereg sql` runs as the read-only role {role}, which may not do this: "
                                 f"{str(exc).splitlines()[0]}") from None
+            except psycopg.errors.QueryCanceled:
+                raise bounds.timed_out() from None
     finally:
         pg.rollback()
 
