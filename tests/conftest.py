@@ -64,12 +64,12 @@ def pg_database():
 
 
 def set_up_reader(url: str, role: str = reader.DEFAULT_ROLE) -> None:
-    """On PostgreSQL, what a site admin does once (`nodereg init --reader`) so that `nodereg sql` runs."""
+    """What a site admin does once (`nodereg init`, and on PostgreSQL `--reader`) so that `nodereg sql` runs."""
+    reg = open_registry(url)
     if url.startswith("postgresql"):
-        reg = open_registry(url)
         with reg.begin() as conn:
             reader.setup(conn, role)
-        reg.close()
+    reg.close()
 
 
 @pytest.fixture
