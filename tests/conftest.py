@@ -90,12 +90,13 @@ class Result:
 def db_url(request, tmp_path, monkeypatch):
     """The registry URL of this test (DuckDB; tests marked `both_backends` also run on PostgreSQL).
     A PostgreSQL registry exists already, as its admin's `nodereg init` leaves it (only `init` and
-    `migrate` create or change a PostgreSQL schema); a DuckDB file is created by the first command
-    that writes."""
+    `migrate` create or change a PostgreSQL schema), unless the test is marked `empty_registry` (it
+    builds an older schema itself); a DuckDB file is created by the first command that writes."""
     backend = getattr(request, "param", "duckdb")
     if backend == "postgresql":
         url = request.getfixturevalue("pg_database")
-        open_registry(url).close()
+        if request.node.get_closest_marker("empty_registry") is None:
+            open_registry(url).close()
     else:
         url = f"duckdb:///{tmp_path / 'registry.duckdb'}"
     monkeypatch.setenv("NODEREG_DB", url)
@@ -162,6 +163,7 @@ _NANOBIND_REPORT = r"^(nanobind: | - leaked | - \.\.\. skipped remainder|See htt
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "empty_registry: db_url's PostgreSQL database is left empty (no schema)")
     atexit.register(_filter_stderr_at_exit)  # at exit: after pytest's own capture has let go of fd 2
 
 

@@ -51,14 +51,14 @@ def snapshot(conn: sa.Connection):
         conn.rollback()   # nothing of the caller's is pending: its reads only
     postgres = conn.dialect.name == "postgresql"
     if postgres:
+        readonly = conn.get_execution_options().get("postgresql_readonly", False)
         conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
     try:
         with conn.begin():
             yield conn
     finally:
-        if postgres:
-            conn.execution_options(isolation_level=conn.default_isolation_level,
-                                   postgresql_readonly=False)
+        if postgres:   # as it was: the caller may go on (a migration after its backup)
+            conn.execution_options(isolation_level=conn.default_isolation_level, postgresql_readonly=readonly)
 
 
 def export_bundle(conn: sa.Connection, path: Path, tables: list[str] | None = None) -> dict:
