@@ -89,7 +89,8 @@ def assess(frame: pd.DataFrame) -> Accuracy:
                         "count): measure them with `nodereg run NODE -- CMD`")
     cells = cells.astype({"predicted_s": float, "measured_s": float, "min_s": float, "max_s": float,
                           "traced_s": float})
-    cells["trace_uid"] = cells["trace_uid"].fillna("(file)")  # a trace file not in the registry
+    cells["trace_uid"] = cells["trace_uid"].fillna("(file)")  # a trace file not in the registry, or a removed one
+    cells["base_node"] = cells["base_node"].fillna("(removed)")  # made from a node removed since (`nodes rm`)
     cells["model_version"] = cells["model_version"].fillna("")
     cells["base"] = cells["node"] == cells["base_node"]
     cells["error"] = (cells["predicted_s"] - cells["measured_s"]) / cells["measured_s"]

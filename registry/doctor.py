@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from registry.db.migrate import available
+from registry.db.migrate import VERSION_DDL, available, plan
 from registry.db.relations import references
 
 
@@ -48,6 +48,7 @@ def _expected_columns() -> dict[str, set[str]]:
     eng = sa.create_engine("duckdb:///:memory:")
     try:
         with eng.begin() as conn:
+            conn.execute(sa.text(VERSION_DDL))
             for mig in available():
                 for stmt in mig.statements():
                     conn.execute(sa.text(stmt))
@@ -79,6 +80,9 @@ def check(conn: sa.Connection) -> list[Problem]:
         elif cols - actual[name]:
             missing = ", ".join(sorted(cols - actual[name]))
             problems.append(Problem("drift", name, f"missing column(s): {missing}", 1, False))
+    for mig in plan(conn).changed:
+        problems.append(Problem("drift", "schema_version", f"{mig.file} differs from the migration this registry "
+                                "applied (checksum)", 1, False))
     return problems
 
 

@@ -68,8 +68,25 @@ def node_inventory(conn: sa.Connection, name: str) -> Inventory | None:
     return Inventory.from_dict(json.loads(text)) if text else None
 
 
+# predictions for other nodes that were made from this node: as their base, or from a trace recorded on it
+_FROM_NODE = """node_id <> :id AND (base_node_id = :id OR trace_id IN (SELECT trace_id FROM traces WHERE node_id = :id))"""
+
+
+def predictions_from(conn: sa.Connection, node_id: int) -> int:
+    """How many predictions for other nodes were made from this node (the accuracy history of those nodes)."""
+    return conn.execute(sa.text(f"SELECT count(*) FROM predictions WHERE {_FROM_NODE}"), {"id": node_id}).scalar_one()
+
+
 def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
     """Delete a node and everything that refers to it, directly or not (registry.db.relations: profiles,
-    traces, runs, predictions made on it or from it, ...); returns rows deleted per table. Run it in
-    one transaction: the DELETEs go children first and each one selects through its parents."""
+    traces, runs, predictions made for it, ...); returns rows deleted per table. Run it in one
+    transaction: the DELETEs go children first and each one selects through its parents.
+
+    Predictions made from the node for other nodes stay: they are those nodes' accuracy history
+    (`nodereg accuracy`). They lose their links to what went (base node, trace); the base node's
+    name stays in their explanation."""
+    conn.execute(sa.text(
+        "UPDATE predictions SET base_node_id = CASE WHEN base_node_id = :id THEN NULL ELSE base_node_id END, "
+        "trace_id = CASE WHEN trace_id IN (SELECT trace_id FROM traces WHERE node_id = :id) THEN NULL "
+        f"ELSE trace_id END WHERE {_FROM_NODE}"), {"id": node_id})
     return remove(conn, "nodes", "node_id = :id", {"id": node_id})

@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""Scale benchmark: bulk-load a synthetic registry, then time `nodereg match` against it.
+"""Scale benchmark: bulk-load a synthetic registry, then time `nodereg match` against it, beside the
+same command of a baseline revision (default `main`) on the same registry in the same run.
 
-    python scripts/bench_scale.py --nodes 10000 --configs 300 --reps 0            # issue 5: match < 2 s
+    python scripts/bench_scale.py --nodes 10000 --configs 300 --reps 0            # issue 30: match < 1 s
     python scripts/bench_scale.py --nodes 1000 --configs 300 --reps 30 --db URL   # issue 8: rows/s per backend
+
+The baseline is `git archive REV` unpacked into a temporary folder and run with PYTHONPATH pointing
+there. The registry is built at the baseline's schema version; the baseline is timed first, then
+the registry is migrated to this checkout's schema and this checkout is timed. Each time is of the
+whole command (a process start included), wall clock and CPU (user + system of the process and its
+threads): on a shared machine, the CPU seconds move less than the wall clock.
 
 The registry's shape follows real profiles: every node has one profile whose runs cover the same
 configs (thesis-style kernels at 1 and all threads) with their repetitions and 'streams' signatures;
@@ -14,6 +21,7 @@ same bulk path the importers use (registry.db.write.insert_rows), in one transac
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -27,15 +35,17 @@ from rich.console import Console
 from rich.progress import Progress
 
 from registry.db import open_registry, utcnow
+from registry.db.migrate import migrate
 from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
 
 KERNELS = ["mbw1c", "mbw1p", "mbw2hc", "triad_like", "fma_like", "chase_like"]
 console = Console()
 
 
-def build(url: str, n_nodes: int, n_configs: int, reps: int, seed: int = 1) -> dict:
+def build(url: str, n_nodes: int, n_configs: int, reps: int, seed: int = 1, schema: int | None = None) -> dict:
     rng = np.random.default_rng(seed)
-    reg = open_registry(url)
+    reg = open_registry(url, migrate=False)
+    migrate(reg.engine, target=schema)
     rows = 0
     t0 = time.perf_counter()
     with reg.begin() as conn:
@@ -112,7 +122,7 @@ def add_trace(url: str, workdir: Path) -> Path:
     trace = Trace(name="bench-app", node="node00000", host="bench", command=["bench"], exit_status=0,
                   status="ok", wall_s=30.0, interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc"],
                   phases=phases)
-    reg = open_registry(url)
+    reg = open_registry(url, migrate=False)
     with reg.begin() as conn:
         _, uid = store.save(conn, trace)
     reg.close()
@@ -120,16 +130,36 @@ def add_trace(url: str, workdir: Path) -> Path:
     return write_trace(trace, workdir / "bench-app.trace.json")
 
 
-def time_match(url: str, trace_file: Path, runs: int = 3) -> list[float]:
-    times = []
+def time_match(url: str, trace_file: Path, runs: int = 3, code: Path | None = None) -> tuple[list[float], list[float]]:
+    """(wall seconds, CPU seconds) of each run of the whole `nodereg match` command; `code`: the
+    checkout to run (default: this one)."""
+    env = {**os.environ, "PYTHONPATH": str(code)} if code else None
+    walls, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         res = subprocess.run([sys.executable, "-m", "registry", "--db", url, "match", str(trace_file), "--json"],
-                             capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
+                             capture_output=True, text=True, env=env)
+        walls.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if res.returncode:
-            raise SystemExit(f"match failed: {res.stderr.strip()}")
-    return times
+            raise SystemExit(f"match failed{' (baseline)' if code else ''}: {res.stderr.strip()}")
+    return walls, cpus
+
+
+def baseline_checkout(rev: str, into: Path) -> tuple[Path, int]:
+    """The tree of revision `rev`, unpacked into `into`, and its latest schema version."""
+    repo = Path(__file__).resolve().parents[1]
+    into.mkdir()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    versions = [int(f.name[:4]) for f in (into / "schema" / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")]
+    return into, max(versions)
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def main() -> None:
@@ -138,23 +168,36 @@ def main() -> None:
     ap.add_argument("--configs", type=int, default=300)
     ap.add_argument("--reps", type=int, default=0, help="repetitions stored per run (issue 8 uses 30)")
     ap.add_argument("--db", help="registry URL (default: a new DuckDB file in a temporary directory)")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs of each `nodereg match`")
+    ap.add_argument("--baseline", default="main", help="git revision timed beside this checkout ('none': skip)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db or f"duckdb:///{Path(tmp) / 'scale.duckdb'}"
-        stats = build(url, args.nodes, args.configs, args.reps)
+        code, schema = (None, None) if args.baseline == "none" else baseline_checkout(args.baseline, Path(tmp) / "base")
+        stats = build(url, args.nodes, args.configs, args.reps, schema=schema)
         trace_file = add_trace(url, Path(tmp))
-        match_s = time_match(url, trace_file)
+        timed = {}
+        if code is not None:
+            timed[f"baseline {args.baseline}"] = time_match(url, trace_file, args.runs, code)
+            reg = open_registry(url, migrate=False)
+            migrate(reg.engine)
+            reg.close()
+        timed["this checkout"] = time_match(url, trace_file, args.runs)
         stats.update({"backend": sa.make_url(url.replace("postgresql://", "postgresql+psycopg://")).get_backend_name(),
-                      "match_s": match_s, "match_median_s": sorted(match_s)[1], "cpus": os.cpu_count()})
+                      "cpus": os.cpu_count(), "load_average": os.getloadavg()[0],
+                      "match": {name: {"wall_s": w, "cpu_s": c, "median_wall_s": _median(w), "median_cpu_s": _median(c)}
+                                for name, (w, c) in timed.items()}})
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
         console.print(f"backend {stats['backend']}: {stats['nodes']} nodes x {stats['configs']} configs x "
                       f"{stats['reps']} reps = {stats['rows']:,} rows in {stats['load_s']:.1f} s "
-                      f"({stats['rows_per_s']:,.0f} rows/s)")
-        console.print(f"nodereg match (whole command, 3 runs): median {stats['match_median_s']:.2f} s "
-                      f"(min {min(match_s):.2f}, max {max(match_s):.2f})")
+                      f"({stats['rows_per_s']:,.0f} rows/s); load average {stats['load_average']:.1f}")
+        for name, m in stats["match"].items():
+            console.print(f"nodereg match, {name} (whole command, {args.runs} runs): median {m['median_wall_s']:.2f} s "
+                          f"wall (min {min(m['wall_s']):.2f}, max {max(m['wall_s']):.2f}), "
+                          f"median {m['median_cpu_s']:.2f} s CPU")
 
 
 if __name__ == "__main__":

@@ -64,12 +64,12 @@ def pg_database():
 
 
 def set_up_reader(url: str, role: str = reader.DEFAULT_ROLE) -> None:
-    """On PostgreSQL, what a site admin does once (`nodereg init --reader`) so that `nodereg sql` runs."""
+    """What a site admin does once (`nodereg init`, and on PostgreSQL `--reader`) so that `nodereg sql` runs."""
+    reg = open_registry(url)
     if url.startswith("postgresql"):
-        reg = open_registry(url)
         with reg.begin() as conn:
             reader.setup(conn, role)
-        reg.close()
+    reg.close()
 
 
 @pytest.fixture
@@ -88,10 +88,17 @@ class Result:
 
 @pytest.fixture
 def db_url(request, tmp_path, monkeypatch):
-    """The registry URL of this test (DuckDB; tests marked `both_backends` also run on PostgreSQL)."""
+    """The registry URL of this test (DuckDB; tests marked `both_backends` also run on PostgreSQL).
+    A PostgreSQL registry exists already, as its admin's `nodereg init` leaves it (only `init` and
+    `migrate` create or change a PostgreSQL schema), unless the test is marked `empty_registry` (it
+    builds an older schema itself); a DuckDB file is created by the first command that writes."""
     backend = getattr(request, "param", "duckdb")
-    url = request.getfixturevalue("pg_database") if backend == "postgresql" else \
-        f"duckdb:///{tmp_path / 'registry.duckdb'}"
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_database")
+        if request.node.get_closest_marker("empty_registry") is None:
+            open_registry(url).close()
+    else:
+        url = f"duckdb:///{tmp_path / 'registry.duckdb'}"
     monkeypatch.setenv("NODEREG_DB", url)
     return url
 
@@ -156,6 +163,7 @@ _NANOBIND_REPORT = r"^(nanobind: | - leaked | - \.\.\. skipped remainder|See htt
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "empty_registry: db_url's PostgreSQL database is left empty (no schema)")
     atexit.register(_filter_stderr_at_exit)  # at exit: after pytest's own capture has let go of fd 2
 
 

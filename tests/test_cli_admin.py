@@ -70,5 +70,6 @@ def test_nodes_list_show_rm(cli, sql_reader, db_url):
 
 @both_backends
 def test_empty_registry_listing(cli):
+    assert cli("init").code == 0
     res = cli("nodes")
     assert res.code == 0 and "no nodes" in res.err

@@ -167,10 +167,11 @@ open_registry(sys.argv[1]).close()
 """
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_eight_processes_open_an_empty_registry_at_once(tmp_path, db_url):
-    """A fleet's jobs all start on a fresh registry: each migrates it, under the advisory lock one
-    at a time (without it, they fail on tables created meanwhile by another)."""
+def test_eight_processes_open_an_empty_registry_at_once(tmp_path, pg_database):
+    """Eight processes create one fresh registry at once (scripts, or admins running `init`): each
+    migrates it, under the advisory lock one at a time (without it, they fail on tables created
+    meanwhile by another)."""
+    db_url = pg_database
     gate = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _OPEN_WHEN_TOLD, db_url, str(gate)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]

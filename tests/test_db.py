@@ -47,7 +47,7 @@ def test_migrations_record_versions_and_views_exist(db_url):
 def test_newer_schema_is_refused(db_url, cli):
     reg = open_registry(db_url)
     with reg.begin() as conn:
-        conn.execute(sa.text("INSERT INTO schema_version VALUES (999, 'future', now(), '9.9')"))
+        conn.execute(sa.text("INSERT INTO schema_version (version, name, applied_at, tool_version) VALUES (999, 'future', now(), '9.9')"))
     reg.close()
     assert_one_line_error(cli("nodes"), "schema version 999", "upgrade nodereg")
     assert_one_line_error(cli("init"), "schema version 999")

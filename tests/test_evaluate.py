@@ -194,6 +194,8 @@ def test_cli_evaluate_errors(cli, synth_registry, tmp_path):
     assert_one_line_error(cli("--db", synth_registry, "evaluate", "--models", "corredor"), "cannot evaluate corredor")
     assert_one_line_error(cli("--db", synth_registry, "evaluate", "--base", "nope"), "no node called 'nope'")
     empty = f"duckdb:///{tmp_path / 'empty.duckdb'}"
+    assert_one_line_error(cli("--db", empty, "evaluate"), "no registry", "creates none")
+    assert cli("--db", empty, "init").code == 0
     assert_one_line_error(cli("--db", empty, "evaluate"), "nothing to evaluate")
 
 

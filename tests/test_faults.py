@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from conftest import both_backends
 from registry_data import populate
 
-from registry.io.bundle import TEST_PAUSE_ENV
 from registry.db import open_registry
 from registry.db.relations import SPECS
 from registry.doctor import check
@@ -26,16 +25,34 @@ def _bundle(tmp_path):
     return tmp_path / "b"
 
 
+# The real `nodereg import bundle`, held inside its transaction once its first bulk rows are written:
+# the test wraps the bundle module's bulk insert in this process only (nothing in nodereg waits for a test).
+_IMPORT_THAT_WAITS = """
+import pathlib, sys, time
+from registry.io import bundle
+from registry.cli import main
+
+written, signal_file = bundle.insert_rows, pathlib.Path(sys.argv[1])
+def insert_then_wait(conn, table, rows):
+    n = written(conn, table, rows)
+    signal_file.touch()
+    time.sleep(60)
+    return n
+bundle.insert_rows = insert_then_wait
+sys.argv = ["nodereg", *sys.argv[2:]]
+main()
+"""
+
+
 @both_backends
 def test_kill_during_import(tmp_path, db_url):
-    """The import is killed after its first rows are written, inside its transaction (the test seam
-    registry.io.bundle.TEST_PAUSE_ENV waits there): nothing of it may be stored."""
+    """The import is killed after its first rows are written, inside its transaction (held there by
+    the test's wrapper above): nothing of it may be stored."""
     bundle = _bundle(tmp_path)
     open_registry(db_url).close()
     inside = tmp_path / "inside-the-transaction"
-    proc = subprocess.Popen([sys.executable, "-m", "registry", "--db", db_url, "import", "bundle", str(bundle)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, TEST_PAUSE_ENV: str(inside)})
+    proc = subprocess.Popen([sys.executable, "-c", _IMPORT_THAT_WAITS, str(inside), "--db", db_url, "import", "bundle",
+                             str(bundle)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while not inside.exists():

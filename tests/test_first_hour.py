@@ -42,6 +42,7 @@ def test_version_and_flags_without_a_value_hint(cli):
 
 
 def test_wait_and_db_are_accepted_after_the_subcommand(cli, db_url, tmp_path):
+    assert cli("init", "--wait", "1").code == 0
     assert cli("nodes", "--wait", "1").code == 0
     other = tmp_path / "other.duckdb"
     assert cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", f"--db=duckdb:///{other}").code == 0
@@ -55,6 +56,7 @@ def test_hoisting_leaves_another_programs_arguments_alone():
 
 
 def test_a_closed_pipe_is_a_quiet_exit_0(db_url):
+    open_registry(db_url).close()
     proc = subprocess.Popen([sys.executable, "-m", "registry", "--db", db_url, "sql",
                              "SELECT * FROM range(200000)", "--format", "csv"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -75,7 +77,9 @@ def test_runs_add_says_what_it_created(cli, db_url):
 
 def test_a_registry_in_a_missing_directory_is_not_created(cli, tmp_path):
     missing = tmp_path / "nonexistent_dir"
-    assert_one_line_error(cli("--db", f"duckdb:///{missing}/x.duckdb", "nodes"), "does not exist")
+    assert_one_line_error(cli("--db", f"duckdb:///{missing}/x.duckdb", "runs", "add", "a", "n", "--threads", "1",
+                              "--time", "2"), "does not exist")
+    assert_one_line_error(cli("--db", f"duckdb:///{missing}/x.duckdb", "nodes"), "no registry", "creates none")
     assert not missing.exists()
 
 

@@ -27,6 +27,7 @@ PROFILE = ["--quick", "--reps", "2", "--kernels", "triad,peak_fma", "--threads",
 def pg_url(pg_database):
     """The test database's URL without its password: the batch script must not carry one; the tasks
     inherit PGPASSWORD from this process's environment, as sbatch exports it."""
+    open_registry(pg_database).close()   # the site's registry exists (its admin's `nodereg init`)
     url = sa.make_url(pg_database)
     return sa.URL.create(url.drivername, url.username, None, url.host, url.port, url.database).render_as_string()
 

@@ -382,9 +382,11 @@ def test_a_node_removed_while_match_projects_stores_nothing(cli, db_url, registr
     assert seen == [0] and _sets(db_url) == []
 
 
-def test_migration_7_keeps_one_of_identical_sets_and_finds_their_base(cli, db_url, monkeypatch):
+@pytest.mark.empty_registry
+def test_migration_7_keeps_one_of_identical_sets_and_finds_their_base(cli, db_url, monkeypatch, tmp_path):
     """A registry at schema 6 with repeated looks stored (the same set twice, then another one, and a
-    trace file's set): `match` migrates it first; the older copy goes, each set gets its base node."""
+    trace file's set): `nodereg migrate` (saving the registry first: 0007 deletes rows) brings it up
+    to date; the older copy goes, each set gets its base node."""
     every = migrate.available()
     monkeypatch.setattr(migrate, "available", lambda: [m for m in every if m.version < 7])
     uid = _populate(db_url)
@@ -403,6 +405,8 @@ def test_migration_7_keeps_one_of_identical_sets_and_finds_their_base(cli, db_ur
                 "created_at": datetime(2026, 1, 1, 0, minute)} for i, node in enumerate(("b", "fast"))])
     reg.close()
     monkeypatch.setattr(migrate, "available", lambda: every)
+    assert cli("migrate", "--backup", str(tmp_path / "schema6.zip")).code == 0
+    assert (tmp_path / "schema6.zip").exists()
     assert cli("match", "app").code == 0
     rows = _query(db_url, "SELECT trace_uid, base_node, node, predicted_s, inputs_digest, created_at "
                           "FROM v_predictions WHERE inputs_digest IS NULL ORDER BY created_at, node")

@@ -43,7 +43,7 @@ def cells(out: str) -> set[str]:
 
 
 def counts(db_url: str) -> dict[str, int]:
-    reg = open_registry(db_url, readonly=True)
+    reg = open_registry(db_url)   # created if the refused command left none (it must not have written)
     try:
         with reg.connect() as conn:
             return {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one() for t in COUNTED}
@@ -61,6 +61,7 @@ def base_node(db_url: str) -> None:
 
 @pytest.mark.parametrize("name", PRINTED)
 def test_nodes_runs_and_sql_print_names_as_data(cli, wide, name):
+    assert cli("init").code == 0
     assert_one_line_error(cli("nodes", "show", name), f"unknown node {name!r}")
     added = cli("runs", "add", name, name, "--threads", "2", "--time", "1.5")
     assert added.code == 0, added.err

@@ -26,8 +26,8 @@ def test_removing_a_node_leaves_no_orphan(db_url):
     with reg.begin() as conn:
         one, two = populate(conn, node="n1", app="a1"), populate(conn, node="n2", app="a2")
         insert_rows(conn, "predictions", [
-            _prediction(one["trace_id"], one["app_id"], two["node_id"], one["node_id"]),  # n1's trace onto n2
-            _prediction(None, one["app_id"], two["node_id"], one["node_id"]),   # a trace file based on n1, onto n2
+            _prediction(one["trace_id"], one["app_id"], two["node_id"], one["node_id"]),  # n1's trace onto n2: kept
+            _prediction(None, one["app_id"], two["node_id"], one["node_id"]),   # a trace file based on n1, onto n2: kept
             _prediction(two["trace_id"], two["app_id"], one["node_id"], two["node_id"]),  # n2's trace onto n1
             _prediction(two["trace_id"], two["app_id"], two["node_id"], two["node_id"])])  # stays
         kept = {s.table: _count(conn, s.table) for s in SPECS}
@@ -35,9 +35,12 @@ def test_removing_a_node_leaves_no_orphan(db_url):
         counts = remove_node(conn, one["node_id"])
         assert doctor.check(conn) == []
         left = {s.table: _count(conn, s.table) for s in SPECS}
+        from_n1 = conn.execute(sa.text("SELECT trace_id, base_node_id, node_id FROM predictions "
+                                       "WHERE app_id = :a"), {"a": one["app_id"]}).fetchall()
     reg.close()
-    assert counts["nodes"] == 1 and counts["predictions"] == 4   # populate's own, and three naming n1
-    assert left["predictions"] == 2    # populate's for n2 and the last one above
+    assert counts["nodes"] == 1 and counts["predictions"] == 2   # populate's own and n2's trace onto n1
+    # n2's accuracy history stays: the two made from n1 for n2, no longer linked to what went
+    assert left["predictions"] == 4 and sorted(from_n1) == [(None, None, two["node_id"])] * 2
     # n2's measurements and the shared tables stay whole: everything else went with n1
     for table in ("profiles", "profile_runs", "profile_reps", "traces", "phases", "runs", "node_caches"):
         assert left[table] == kept[table] // 2, table

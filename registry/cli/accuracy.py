@@ -22,7 +22,7 @@ def accuracy(
     the summary. Uses the latest prediction set per trace and model."""
     from registry import accuracy as acc
 
-    with current_reader(state(ctx)).connect() as conn:
+    with current_reader(state(ctx), "accuracy").connect() as conn:
         result = acc.assess(acc.load(conn, app_name, model))
     if as_json:
         print_json(result.to_dict())

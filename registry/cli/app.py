@@ -26,12 +26,28 @@ class State:
     wait_s: float = 0.0
     _open: dict = field(default_factory=dict)
 
-    def registry(self, *, readonly: bool = False) -> Registry:
-        """The registry for this invocation, opened once per mode."""
+    def registry(self, *, readonly: bool = False, current_for: str | None = None) -> Registry:
+        """The registry for this invocation, opened once per mode. A read-only open creates nothing
+        and changes no PostgreSQL schema; a writable one needs this nodereg's schema on PostgreSQL
+        (`nodereg migrate`); a DuckDB file is migrated when opened (registry/db/upgrade.py). An
+        older PostgreSQL schema is read as it is, with a warning, unless the command `current_for`
+        needs the current one."""
+        from registry.db import upgrade
+
         if readonly not in self._open:
             self.close()  # DuckDB: one configuration per file per process
-            self._open[readonly] = open_registry(self.db_url, readonly=readonly, wait_s=self.wait_s)
+            reg = open_registry(self.db_url, readonly=readonly, wait_s=self.wait_s, site=True, announce=_announce)
+            self._open[readonly] = reg
+            if current_for is None and upgrade.behind(reg):
+                _announce(upgrade.behind(reg))
+        if current_for is not None:
+            upgrade.require_current(self._open[readonly], current_for)
         return self._open[readonly]
+
+    def adopt(self, reg: Registry) -> None:
+        """Use `reg`, opened by the command itself (`migrate`), as this invocation's writable registry."""
+        self.close()
+        self._open[False] = reg
 
     def close(self) -> None:
         for reg in self._open.values():
@@ -82,17 +98,18 @@ def state(ctx: typer.Context) -> State:
     return ctx.ensure_object(State)
 
 
-def current_reader(st: State) -> Registry:
-    """The registry, read-only, at this nodereg's schema: an older one is migrated first (through a
-    writable open), since commands such as `match` read and store columns the older schema lacks."""
-    from registry.db.migrate import current_version, latest_version
+def current_reader(st: State, command: str) -> Registry:
+    """The registry, read-only, at this nodereg's schema: commands such as `match` read (and store)
+    columns an older schema lacks. A DuckDB file is migrated as it opens; an older PostgreSQL
+    schema is left alone, with a line saying how its admin migrates it."""
+    return st.registry(readonly=True, current_for=command)
 
-    reg = st.registry(readonly=True)
-    with reg.connect() as conn:
-        if current_version(conn) >= latest_version():
-            return reg
-    st.registry()
-    return st.registry(readonly=True)
+
+def _announce(line: str) -> None:
+    """What the opening of a registry tells the user (a migration on open, an older schema): stderr."""
+    from registry.cli.output import err_console
+
+    err_console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 @app.callback()

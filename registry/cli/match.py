@@ -46,7 +46,7 @@ def match(
     create(model, options=options)    # ... and so does a bad option
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
     st = state(ctx)
-    with current_reader(st).connect() as conn:
+    with current_reader(st, "match").connect() as conn:
         found = find_trace(conn, trace)
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model)
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])

@@ -10,7 +10,7 @@ from registry.cli.app import app, import_app, remove_confirmed, state
 from registry.cli.output import console, print_json, print_table
 from registry.errors import UserError
 from registry.nodefilter import NodeFilter
-from registry.nodes import remove_node, require_node_id
+from registry.nodes import predictions_from, remove_node, require_node_id
 
 nodes_app = typer.Typer(help="List, show and remove nodes.", invoke_without_command=True)
 app.add_typer(nodes_app, name="nodes")
@@ -106,11 +106,17 @@ def show(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
 @nodes_app.command("rm")
 def rm(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
-    """Remove a node and everything measured on it (profiles, traces, runs, predictions)."""
+    """Remove a node and everything measured on it (profiles, traces, runs, predictions for it). Predictions
+    made from it for other nodes stay: they are those nodes' accuracy history."""
+    with state(ctx).registry(readonly=True).connect() as conn:
+        kept = predictions_from(conn, require_node_id(conn, name))
+    keeps = f" ({kept} predictions made from it for other nodes stay, for their accuracy history)" if kept else ""
     counts = remove_confirmed(ctx, yes, lambda conn: require_node_id(conn, name), remove_node,
-                              f"Remove node {name!r} and everything measured on it?", f"refusing to remove node {name!r}")
+                              f"Remove node {name!r} and everything measured on it{keeps}?",
+                              f"refusing to remove node {name!r}")
     detail = ", ".join(f"{n} {t}" for t, n in counts.items() if n and t != "nodes")
-    console.print(f"removed node {name}" + (f" ({detail})" if detail else ""))
+    console.print(f"removed node {name}" + (f" ({detail})" if detail else "") + (f"; kept {kept} predictions made "
+                  "from it for other nodes" if kept else ""))
 
 
 @nodes_app.command("set")

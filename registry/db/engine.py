@@ -1,5 +1,7 @@
 """Opening a registry: engine creation, first-use initialisation, read-only mode, lock waits.
 
+When an open may change a schema, and when it must not: see open_registry.
+
 Read-only is enforced by the database connection (DuckDB `read_only`, PostgreSQL read-only
 transactions), never by inspecting SQL text.
 """
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from registry.db import migrate as _migrate
+from registry.db import upgrade as _upgrade
 from registry.db.url import default_url, duckdb_path, mask, resolve_url
 from registry.errors import RegistryLocked, StorageError, UserError
 
@@ -24,6 +27,7 @@ class Registry:
     engine: sa.Engine
     url: sa.URL
     readonly: bool
+    version: int = 0     # its schema version when opened
 
     @property
     def dialect(self) -> str:
@@ -60,55 +64,61 @@ class Registry:
 
 
 def open_registry(url_text: str | None = None, *, readonly: bool = False, wait_s: float = 0.0,
-                  migrate: bool = True) -> Registry:
-    """Open (and on first use create) the registry at `url_text` (see resolve_url).
+                  migrate: bool = True, site: bool = False, announce=None) -> Registry:
+    """Open the registry at `url_text` (see resolve_url).
 
-    A writable open brings an older schema up to date; a read-only open of a registry that has
-    no schema yet initialises it first through a short-lived writable connection.
+    A read-only open never creates a registry and never changes a PostgreSQL schema. A writable
+    open with `migrate` creates a missing registry and brings an older schema up to date, except
+    with `site` (the command line): there a PostgreSQL registry must be at this nodereg's schema
+    already (`nodereg migrate` or `init` change it, registry/db/upgrade.py), while a DuckDB file,
+    a single user's, is migrated on open, read-only too, with `announce(line)` telling so.
     """
     url = resolve_url(url_text)
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return _open(url, readonly=readonly, migrate=migrate)
+            return _open(url, readonly=readonly, migrate=migrate, site=site, announce=announce)
         except RegistryLocked:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.2)
 
 
-def _open(url: sa.URL, *, readonly: bool, migrate: bool) -> Registry:
+def _open(url: sa.URL, *, readonly: bool, migrate: bool, site: bool, announce) -> Registry:
     path = duckdb_path(url)
     if path is not None:
         if path.exists() and path.is_dir():
             raise UserError(f"registry path {path} is a directory, not a DuckDB file")
+        if readonly and not path.exists():
+            raise UserError(f"there is no registry at {path}: a read-only command creates none "
+                            "(`nodereg init` or `nodereg profile NODE` create one; check --db or NODEREG_DB)")
         _make_parent(path)
-    if readonly and (path is None or path.exists()):
-        # make sure a schema exists before opening read-only (a brand-new registry is empty)
-        eng = _engine(url, readonly=True)
-        version = _probe_version(eng, url)
-        if version:
-            try:
-                _migrate.check_compatible(version)
-            except UserError:
+    eng = _engine(url, readonly=readonly)
+    version = _probe_version(eng, url)
+    try:
+        _migrate.check_compatible(version)
+        if site and path is None:
+            _upgrade.require_schema(version, url, readonly=readonly)
+        elif migrate and version < _migrate.latest_version() and (not readonly or (site and path is not None)):
+            if readonly:   # a DuckDB file: migrated through a short writable open, then read
                 eng.dispose()
-                raise
-            return Registry(eng, url, readonly=True)
+                if not version:
+                    raise UserError(f"{path} holds no nodereg registry: `nodereg init` creates one there")
+                eng = _engine(url, readonly=False)
+            version = _upgrade.on_open(eng, url, path, announce if site else None)
+            if readonly:
+                eng.dispose()
+                eng = _engine(url, readonly=True)
+        elif readonly and not version and (migrate or site):
+            raise UserError(f"{mask(url)} holds no nodereg registry yet: `nodereg init` creates one "
+                            "(a read-only command creates none)")
+    except UserError:
         eng.dispose()
-    eng = _engine(url, readonly=False)
-    if migrate:
-        try:
-            _migrate.migrate(eng)
-        except UserError:
-            eng.dispose()
-            raise
-        except Exception as exc:  # noqa: BLE001 - any driver failure becomes one line
-            eng.dispose()
-            raise db_error(exc, url) from None
-    if readonly:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any driver failure becomes one line
         eng.dispose()
-        return Registry(_engine(url, readonly=True), url, readonly=True)
-    return Registry(eng, url, readonly=False)
+        raise db_error(exc, url) from None
+    return Registry(eng, url, readonly=readonly, version=version)
 
 
 def _make_parent(path) -> None:

@@ -14,78 +14,95 @@ Enforced by the databases and their drivers, never by reading the SQL text here:
 """
 
 import threading
+from dataclasses import dataclass
 
 from registry.db import reader
 from registry.errors import UserError
 
 
-def run_readonly(registry, text: str, *, time_limit_s: float | None = None,
-                 max_rows: int | None = None) -> tuple[list[str], list[tuple]]:
-    """Run `text` read-only on `registry`; returns (column names, rows)."""
+@dataclass(frozen=True)
+class Bounds:
+    """How long one statement may run and how many rows it may return (0: no limit). The database
+    stops the statement (PostgreSQL's statement_timeout, DuckDB's interrupt): a query left running
+    holds locks that stop others (a migration waits for every reader). Rows are fetched through a
+    cursor, one more than allowed at most."""
+
+    timeout_s: float = 0
+    max_rows: int = 0
+    cut: bool = False   # True: return the first max_rows rows (a page shows them), never refuse
+
+    def too_many(self, rows: list) -> None:
+        if self.max_rows and len(rows) > self.max_rows and not self.cut:
+            raise UserError(f"the query returns more than {self.max_rows:,} rows (--max-rows): nothing printed; "
+                            "narrow it (WHERE, LIMIT) or raise --max-rows (0: no limit)")
+
+    def timed_out(self) -> UserError:
+        return UserError(f"the query ran longer than {self.timeout_s:g} s (--timeout) and was stopped by the "
+                         "database; narrow it or raise --timeout (0: no limit)")
+
+    def fetch(self, cur) -> list:
+        rows = cur.fetchmany(self.max_rows + (0 if self.cut else 1)) if self.max_rows else cur.fetchall()
+        self.too_many(rows)
+        return rows
+
+
+def run_readonly(registry, text: str, bounds: Bounds = Bounds()) -> tuple[list[str], list[tuple]]:
+    """Run `text` read-only on `registry` within `bounds`; returns (column names, rows)."""
     raw = registry.engine.raw_connection()
     try:
-        return run_on(raw.driver_connection, registry.dialect, text, time_limit_s=time_limit_s, max_rows=max_rows)
+        return run_on(raw.driver_connection, registry.dialect, text, bounds)
     finally:
         raw.close()
 
 
-def run_on(driver_conn, dialect: str, text: str, *, time_limit_s: float | None = None,
-           max_rows: int | None = None) -> tuple[list[str], list[tuple]]:
-    """`run_readonly` on a driver connection of a read-only registry (`nodereg serve` opens its own):
-    stopped after `time_limit_s` (a one-line error), at most `max_rows` rows fetched."""
+def run_on(driver_conn, dialect: str, text: str, bounds: Bounds = Bounds()) -> tuple[list[str], list[tuple]]:
+    """`run_readonly` on a driver connection of a read-only registry (`nodereg serve` opens its own)."""
     run = _postgres if dialect == "postgresql" else _duckdb
-    return run(driver_conn, text, time_limit_s, max_rows)
+    return run(driver_conn, text, bounds)
 
 
-def _fetch(cur, max_rows: int | None) -> list[tuple]:
-    return cur.fetchall() if max_rows is None else cur.fetchmany(max_rows)
-
-
-def _too_long(time_limit_s: float) -> UserError:
-    return UserError(f"the statement ran past the time limit ({time_limit_s:g} s) and was stopped")
-
-
-def _duckdb(con, text: str, time_limit_s: float | None, max_rows: int | None) -> tuple[list[str], list[tuple]]:
+def _duckdb(con, text: str, bounds: Bounds) -> tuple[list[str], list[tuple]]:
     import duckdb
 
     con.execute("SET enable_external_access = false")  # one-way: DuckDB refuses to turn it back on
     statements = con.extract_statements(text)
     if len(statements) != 1:
         raise UserError(f"`nodereg sql` runs one statement per call; this text holds {len(statements)}")
-    timer = threading.Timer(time_limit_s, con.interrupt) if time_limit_s else None
-    if timer:
+    timer = threading.Timer(bounds.timeout_s, con.interrupt) if bounds.timeout_s else None
+    if timer is not None:
         timer.start()
     try:
         con.execute(statements[0])
         if not con.description:  # None, or no columns (CHECKPOINT)
             raise UserError("the statement returned no rows")
-        return [d[0] for d in con.description], _fetch(con, max_rows)
+        return [d[0] for d in con.description], bounds.fetch(con)
     except duckdb.InterruptException:
-        raise _too_long(time_limit_s) from None
+        raise bounds.timed_out() from None
     finally:
-        if timer:
+        if timer is not None:
             timer.cancel()
 
 
-def _postgres(pg, text: str, time_limit_s: float | None, max_rows: int | None) -> tuple[list[str], list[tuple]]:
+def _postgres(pg, text: str, bounds: Bounds) -> tuple[list[str], list[tuple]]:
     import psycopg
 
     pg.rollback()
     pg.read_only = True  # psycopg opens the transaction with BEGIN READ ONLY
     try:
         with psycopg.RawCursor(pg) as cur:  # $1 placeholders: the client parses nothing
-            if time_limit_s:
-                cur.execute("SELECT set_config('statement_timeout', $1, true)", [f"{int(time_limit_s * 1000)}"])
+            cur.execute("SELECT set_config('statement_timeout', $1, true)", [f"{round(bounds.timeout_s * 1000)}"])
             role = _become_reader(cur, pg.info.user)
             try:
                 fields = _describe(pg, text)
-                cur.execute(_through_reader(cur, fields), [text])
-                return [name for name, *_ in fields], _fetch(cur, max_rows)
+                query = _through_reader(cur, fields)
+                with psycopg.RawServerCursor(pg, "nodereg_sql") as rows:  # the server keeps what is not fetched
+                    rows.execute(query, [text])
+                    return [name for name, *_ in fields], bounds.fetch(rows)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise UserError(f"`nodereg sql` runs as the read-only role {role}, which may not do this: "
                                 f"{str(exc).splitlines()[0]}") from None
             except psycopg.errors.QueryCanceled:
-                raise _too_long(time_limit_s) from None
+                raise bounds.timed_out() from None
     finally:
         pg.rollback()
 

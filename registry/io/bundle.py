@@ -8,10 +8,9 @@ importing a bundle twice adds nothing, and the whole import is one transaction.
 """
 
 import json
-import os
+import re
 import shutil
 import tempfile
-import time
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from registry.db.names import check_name
 from registry.db.relations import OWNER_TABLES, SPECS, Spec
 from registry.db.write import allocate_ids, insert_if_absent, insert_rows
 from registry.errors import StorageError, UserError
+from registry.io.limits import Limits
 
 FORMAT = "nodereg-bundle"
 FORMAT_VERSION = 1
@@ -41,19 +41,41 @@ def _read_table(conn: sa.Connection, table: str) -> pd.DataFrame:
     return pd.read_sql(sa.text(f"SELECT * FROM {table}"), conn, dtype_backend="numpy_nullable")
 
 
-def export_bundle(conn: sa.Connection, path: Path) -> dict:
-    """Write every data table to `path` (a directory, or a .zip file); returns the manifest."""
+@contextmanager
+def snapshot(conn: sa.Connection):
+    """One consistent view of every table for the block, whatever commits meanwhile: PostgreSQL's
+    REPEATABLE READ READ ONLY transaction (under READ COMMITTED each SELECT saw the commits made
+    since the one before, so a bundle could hold rows whose parents it lacks); on DuckDB, one
+    transaction (its MVCC snapshot)."""
+    if conn.in_transaction():
+        conn.rollback()   # nothing of the caller's is pending: its reads only
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        readonly = conn.get_execution_options().get("postgresql_readonly", False)
+        conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+    try:
+        with conn.begin():
+            yield conn
+    finally:
+        if postgres:   # as it was: the caller may go on (a migration after its backup)
+            conn.execution_options(isolation_level=conn.default_isolation_level, postgresql_readonly=readonly)
+
+
+def export_bundle(conn: sa.Connection, path: Path, tables: list[str] | None = None) -> dict:
+    """Write every data table (or `tables`) to `path` (a directory, or a .zip file), all read in one
+    snapshot; returns the manifest."""
     path = Path(path)
     if path.exists() and (path.is_file() or any(path.iterdir())):
         raise UserError(f"{path} already exists: choose a new path for the bundle")
-    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": current_version(conn),
-                "tool_version": __version__, "created_at": utcnow().isoformat(), "tables": {}}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        for spec in SPECS:
-            frame = _read_table(conn, spec.table)
-            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), out / f"{spec.table}.parquet")
-            manifest["tables"][spec.table] = len(frame)
+        with snapshot(conn):
+            manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": current_version(conn),
+                        "tool_version": __version__, "created_at": utcnow().isoformat(), "tables": {}}
+            for table in tables or [spec.table for spec in SPECS]:
+                frame = _read_table(conn, table)
+                pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), out / f"{table}.parquet")
+                manifest["tables"][table] = len(frame)
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
         try:
             if path.suffix == ".zip":
@@ -68,18 +90,60 @@ def export_bundle(conn: sa.Connection, path: Path) -> dict:
     return manifest
 
 
+_MEMBER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")   # a bundle is flat: no folders, no '..'
+
+
+def _human(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"
+
+
+def _check_sizes(path: Path, sizes: dict[str, int], limits: Limits) -> None:
+    if len(sizes) > limits.max_members:
+        raise UserError(f"bundle {path} holds {len(sizes)} files, more than the limit of {limits.max_members} "
+                        "(--max-members): refused, nothing imported")
+    bad = next((name for name in sizes if not _MEMBER.fullmatch(name)), None)
+    if bad is not None:
+        raise UserError(f"bundle {path} holds a member named {bad!r}: a bundle's files sit at its top level "
+                        "(no folders, no '..', no absolute paths): refused, nothing imported")
+    total = sum(sizes.values())
+    if total > limits.max_bytes:
+        raise UserError(f"bundle {path} unpacks to {_human(total)}, more than the limit of "
+                        f"{_human(limits.max_bytes)} (--max-size): refused, nothing imported")
+
+
+def _unpack(zf: zipfile.ZipFile, into: Path, path: Path, limits: Limits) -> None:
+    """Extract the checked members, counting what comes out: a member that inflates past its
+    declared size stops the import as the limit would have."""
+    left = limits.max_bytes
+    for info in zf.infolist():
+        with zf.open(info) as src, open(into / info.filename, "wb") as dst:
+            while chunk := src.read(1 << 20):
+                left -= len(chunk)
+                if left < 0:
+                    raise UserError(f"bundle {path} unpacks to more than {_human(limits.max_bytes)} (--max-size): "
+                                    "refused, nothing imported")
+                dst.write(chunk)
+
+
 @contextmanager
-def _opened(path: Path):
-    """The bundle's directory (a zip is unpacked to a temporary one)."""
+def _opened(path: Path, limits: Limits):
+    """The bundle's directory (a zip is unpacked to a temporary one), within `limits`."""
     path = Path(path)
     if path.is_dir():
+        files = [f for f in path.iterdir()]
+        _check_sizes(path, {f.name: (f.stat().st_size if f.is_file() else 0) for f in files}, limits)
         yield path
         return
     if not path.exists():
         raise UserError(f"bundle {path} does not exist")
     try:
         with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as zf:
-            zf.extractall(tmp)
+            members = zf.infolist()
+            if any(m.is_dir() for m in members):
+                raise UserError(f"bundle {path} holds a folder: a bundle's files sit at its top level: "
+                                "refused, nothing imported")
+            _check_sizes(path, {m.filename: m.file_size for m in members}, limits)
+            _unpack(zf, Path(tmp), path, limits)
             yield Path(tmp)
     except (zipfile.BadZipFile, OSError) as exc:
         raise UserError(f"bundle {path} is not a readable directory or zip file ({exc})") from None
@@ -102,24 +166,11 @@ def _manifest(root: Path, path: Path, registry_version: int) -> dict:
     return manifest
 
 
-# Test seam, for tests/test_faults.py only: with NODEREG_TEST_PAUSE_IMPORT=FILE set, an import creates
-# FILE once its first rows are written (inside its transaction) and waits there, so that the test's
-# kill -9 lands inside the transaction every time instead of after a guessed sleep.
-TEST_PAUSE_ENV = "NODEREG_TEST_PAUSE_IMPORT"
-
-
-def _pause_for_tests() -> None:
-    signal_file = os.environ.pop(TEST_PAUSE_ENV, None)  # once per process
-    if signal_file:
-        Path(signal_file).touch()
-        time.sleep(60)
-
-
 # integer and boolean columns with NULLs must stay integer/boolean (not become float/object)
 _NULLABLE = {pa.int32(): pd.Int64Dtype(), pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 
 
-def _load_frames(root: Path, conn: sa.Connection, path: Path) -> dict[str, pd.DataFrame]:
+def _load_frames(root: Path, conn: sa.Connection, path: Path, limits: Limits) -> dict[str, pd.DataFrame]:
     frames = {}
     for spec in SPECS:
         file = root / f"{spec.table}.parquet"
@@ -127,6 +178,10 @@ def _load_frames(root: Path, conn: sa.Connection, path: Path) -> dict[str, pd.Da
             frames[spec.table] = pd.DataFrame()
             continue
         try:
+            rows = pq.ParquetFile(file).metadata.num_rows   # the footer only: nothing read yet
+            if rows > limits.max_rows:
+                raise UserError(f"bundle {path}: table {spec.table} holds {rows:,} rows, more than the limit of "
+                                f"{limits.max_rows:,} (--max-rows): refused, nothing imported")
             frame = pq.read_table(file).to_pandas(types_mapper=_NULLABLE.get)
         except (pa.ArrowException, OSError) as exc:
             raise UserError(f"bundle {path}: table {file.name} is unreadable ({' '.join(str(exc).split())[:120]})") from None
@@ -164,8 +219,6 @@ class _Importer:
                 # the caller's transaction rolls back, so nothing of the bundle is kept
                 detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:160]
                 raise UserError(f"bundle table {spec.table} has invalid data: {detail}") from None
-            if self.added.get(spec.table):
-                _pause_for_tests()
         return {"added": {t: n for t, n in self.added.items() if n}, "renamed": self.renamed}
 
     def _import_table(self, spec: Spec, frame: pd.DataFrame) -> None:
@@ -265,15 +318,16 @@ def _node_text(row) -> str:
     return f"{row['cpu_model']}, {row['n_cpus']} CPUs, cpus={row['cpu_list']}"
 
 
-def import_bundle(conn: sa.Connection, path: Path, rename: bool = False, same_type: bool = False) -> dict:
+def import_bundle(conn: sa.Connection, path: Path, rename: bool = False, same_type: bool = False,
+                  limits: Limits = Limits()) -> dict:
     """Import a bundle into the registry behind `conn` (call inside one transaction).
 
     `same_type`: a same-named node is the same node type whatever its inventory says (the bundles
     of a fleet are hosts of one type, whose memory sizes differ by what firmware keeps; comparing
     hosts is `nodereg health`'s job), as when its hosts profile into the registry directly."""
-    with _opened(Path(path)) as root:
+    with _opened(Path(path), limits) as root:
         manifest = _manifest(root, Path(path), current_version(conn))
-        frames = _load_frames(root, conn, Path(path))
+        frames = _load_frames(root, conn, Path(path), limits)
     result = _Importer(conn, frames, rename, same_type).run()
     result["manifest"] = manifest
     return result

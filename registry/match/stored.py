@@ -70,6 +70,21 @@ def latest_digest(conn: sa.Connection, inputs: Inputs, model_name: str) -> str |
                                 "ORDER BY prediction_id DESC LIMIT 1"), {**params, "model": model_name}).scalar()
 
 
+_SETS_LOCK = 0x6E6F6465   # advisory lock class of prediction sets ('node'); the key is the trace and model
+
+
+def _lock_sets(conn: sa.Connection, inputs: Inputs, model: str) -> None:
+    """PostgreSQL: hold, until the transaction ends, the lock of this trace's sets by `model`. Two
+    identical looks: the second waits, then finds the first's set; looks at other traces (or by other
+    models) go on at once (a table lock made every `match` of the site wait for the one storing).
+    DuckDB admits one writer at a time."""
+    if conn.dialect.name != "postgresql":
+        return
+    trace = inputs.found.trace_id if inputs.found.trace_id is not None else f"file:{inputs.found.trace.name}"
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(CAST(:cls AS INTEGER), hashtext(:key))"),
+                 {"cls": _SETS_LOCK, "key": f"{trace}|{model}"})
+
+
 def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, digest: str) -> int:
     """Store the set unless the latest one for this trace and model has the same digest (see the
     module's docstring); one row per node, with the per-phase explanation. Returns the rows written.
@@ -79,8 +94,7 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
     the targets); every other row names that node in `matches_in`. At 10,000 nodes, repeating them
     made 14 MB per `nodereg match`.
     """
-    if conn.dialect.name == "postgresql":  # concurrent identical looks: the second waits, then finds the first's set
-        conn.execute(sa.text("LOCK TABLE predictions IN SHARE ROW EXCLUSIVE MODE"))
+    _lock_sets(conn, inputs, result.model)
     if latest_digest(conn, inputs, result.model) == digest:
         return 0
     where, params = _same_trace(inputs)

@@ -8,7 +8,6 @@ serialises threads and runs 20-100x slower, hence `--probe-cmd` (a reduced input
 *rates* carry over to the full input as long as the working sets keep their relation to the caches.
 """
 
-import os
 import re
 import shutil
 import signal
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from registry.errors import UserError
 from registry.inventory import Cache, Inventory
-from registry.measure.runner import kill_tree
+from registry.measure.runner import kill_tree, pinned
 from registry.measure.watchdog import Watchdog
 
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
@@ -120,12 +119,11 @@ def run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text=N
     """Run valgrind to its end; its exit status. A watchdog (registry.measure.watchdog) kills it, and
     what it runs, if this process is killed meanwhile: the pass may take minutes. `pass_fds`: file
     descriptors valgrind keeps (the stream probe's log pipe)."""
-    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     watchdog = Watchdog(tmp)
     try:
-        proc = subprocess.Popen(cmd, env=env, preexec_fn=preexec, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, text=True,
-                                stdin=subprocess.PIPE if stdin_text is not None else None, pass_fds=pass_fds)
+        with pinned(cpus):
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                                    stdin=subprocess.PIPE if stdin_text is not None else None, pass_fds=pass_fds)
         watchdog.tell([proc.pid])
         try:
             proc.communicate(stdin_text, timeout=timeout_s)

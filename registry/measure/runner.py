@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,8 +212,25 @@ def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = N
             watchdog.release()
 
 
+@contextmanager
+def pinned(cpus):
+    """Start children on `cpus` (None: as this process runs): the calling thread's own CPU mask is set
+    for the block and restored after. On Linux a mask belongs to a thread and a child inherits the
+    mask of the thread that starts it, so other threads are untouched, and Popen keeps its fast,
+    thread-safe spawn (a `preexec_fn` runs Python between fork and exec, which deadlocks when another
+    thread held a lock at the fork)."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout) -> RunResult:
-    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):
@@ -221,7 +239,8 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout) ->
     t0 = time.monotonic()
     reader = _MarkerReader(fifo, t0)
     try:
-        proc = subprocess.Popen(argv, env=env, preexec_fn=preexec, close_fds=True, stdout=stdout)
+        with pinned(cpus):
+            proc = subprocess.Popen(argv, env=env, close_fds=True, stdout=stdout)
     except OSError as exc:
         reader.close()
         raise UserError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=127) from None

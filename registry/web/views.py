@@ -503,7 +503,7 @@ SQL_TIME_LIMIT_S = 5.0
 
 def sql(source, text: str | None, x: str | None, y: str | None, kind: str, row_cap: int = SQL_ROW_CAP) -> View:
     from registry.db import db_error, is_driver_error
-    from registry.db.query import run_on
+    from registry.db.query import Bounds, run_on
     from registry.errors import UserError
 
     view = View("SQL", extra={"canned": CANNED, "query": text or "", "error": None, "capped": False})
@@ -512,7 +512,7 @@ def sql(source, text: str | None, x: str | None, y: str | None, kind: str, row_c
     try:
         with source.connect() as conn:
             columns, rows = run_on(conn.connection.driver_connection, source.dialect, text,
-                                   time_limit_s=SQL_TIME_LIMIT_S, max_rows=row_cap + 1)
+                                   Bounds(SQL_TIME_LIMIT_S, row_cap + 1, cut=True))
     except UserError as exc:
         view.extra["error"] = str(exc)
         return view
