@@ -29,7 +29,7 @@ class Bounds:
 
     timeout_s: float = 0
     max_rows: int = 0
-    cut: bool = False   # True: return the first max_rows rows (a page shows them), never refuse
+    cut: bool = False   # a page's bounds: the first max_rows rows, never a refusal, no command-line hint
 
     def too_many(self, rows: list) -> None:
         if self.max_rows and len(rows) > self.max_rows and not self.cut:
@@ -37,8 +37,9 @@ class Bounds:
                             "narrow it (WHERE, LIMIT) or raise --max-rows (0: no limit)")
 
     def timed_out(self) -> UserError:
-        return UserError(f"the query ran longer than {self.timeout_s:g} s (--timeout) and was stopped by the "
-                         "database; narrow it or raise --timeout (0: no limit)")
+        hint = "" if self.cut else "; narrow it or raise --timeout (0: no limit)"
+        return UserError(f"the query ran longer than {self.timeout_s:g} s (the time limit) and was stopped by "
+                         f"the database{hint}")
 
     def fetch(self, cur) -> list:
         rows = cur.fetchmany(self.max_rows + (0 if self.cut else 1)) if self.max_rows else cur.fetchall()
