@@ -194,12 +194,13 @@ def test_serve_command_errors_are_one_line(cli, db_url):
 
     from conftest import assert_one_line_error
 
+    assert cli("init").code == 0      # serve reads: it creates no registry (#30)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         assert_one_line_error(cli("serve", "--port", port), f"cannot listen on 127.0.0.1:{port}", "in use")
-    assert_one_line_error(cli("--db", "duckdb:////nonexistent-dir/x.duckdb", "serve"), "does not exist")
+    assert_one_line_error(cli("--db", "duckdb:////nonexistent-dir/x.duckdb", "serve"), "there is no registry")
     assert_one_line_error(cli("serve", "--host", "no-such-host.invalid"), "cannot listen on no-such-host.invalid")
 
 
@@ -218,11 +219,12 @@ def test_links_carry_the_reverse_proxy_prefix(db_url):
     assert "/nodereg/static/style.css" in links and "/nodereg/nodes.csv" in " ".join(links)
 
 
-def test_an_empty_registry_renders(db_url):
+def test_an_empty_registry_renders(cli, db_url):
     from fastapi.testclient import TestClient
 
     from registry.web.app import create_app
 
+    assert cli("init").code == 0
     app = create_app(db_url)
     with TestClient(app) as client:
         for path in ("/", "/nodes", "/apps", "/accuracy", "/sql", "/nodes.csv"):

@@ -8,6 +8,7 @@ import typer
 
 from registry.cli.app import app, import_app, remove_confirmed, state
 from registry.cli.output import console, print_json, print_table
+from registry.db.upgrade import require_current
 from registry.errors import UserError
 from registry.nodefilter import NodeFilter
 from registry.nodes import predictions_from, remove_node, require_node_id
@@ -18,10 +19,13 @@ app.add_typer(nodes_app, name="nodes")
 _LIST_SQL = """
 SELECT v.name, v.cpu_model, v.n_cpus, v.cores, v.memory_bytes, v.cpu_list, v.source, v.hosts, v.profiles,
        v.last_profiled, v.memory_triad_gbs, v.best_fp64_gflops, v.measured_runs,
-       n.vendor, n.architecture, n.cpu_vendor, n.cpu_family
+       {kind}
 FROM v_nodes v JOIN nodes n ON n.name = v.name
 WHERE {where}
 ORDER BY v.name"""
+_KIND = "n.vendor, n.architecture, n.cpu_vendor, n.cpu_family"
+_KIND_UNKNOWN = "NULL AS vendor, NULL AS architecture, NULL AS cpu_vendor, NULL AS cpu_family"
+_KIND_SCHEMA = 14   # the schema that gave nodes their vendor, architecture and CPU family
 _HOSTS_SQL = """
 SELECT host, profiles, last_profiled, memory_triad_gbs, best_fp64_gflops
 FROM v_hosts WHERE node = :name ORDER BY host"""
@@ -48,8 +52,12 @@ def list_nodes(
     chosen = NodeFilter(vendor or [], arch or [], family or [], cpu_vendor or [], min_vcpus, max_vcpus)
     where, params = chosen.where()
     reg = state(ctx).registry(readonly=True)
+    known = reg.version >= _KIND_SCHEMA     # an older shared registry is listed as it is (#30)
+    if chosen.active and not known:
+        require_current(reg, "nodes with filters")
+    sql = _LIST_SQL.format(where=where, kind=_KIND if known else _KIND_UNKNOWN)
     with reg.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(sa.text(_LIST_SQL.format(where=where)), params)]
+        rows = [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
     for r in rows:
         mem = r.pop("memory_bytes")
         r["memory_gib"] = round(mem / 2**30, 1) if mem else None
