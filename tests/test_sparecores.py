@@ -110,6 +110,9 @@ def test_compression_redis_static_web():
     assert set(got) == set(figures)
     assert all(_close(got[k].time_s, COMPRESSION_WORK / v) for k, v in figures.items())
     assert "compression:bzip3-b1MiB:compress:all" in got and got["compression:zstd-3:compress:1t"].threads == 1
+    assert "compression:brotli-4:compress:all" not in got         # run single-threaded only: no all-core figure
+    one_core = {a.app for a in appruns.parse_compression(synth.compression(Server(vcpus=1))[0])}
+    assert {"compression:brotli-4:compress:all", "compression:zstd-3:compress:all"} <= one_core
     text, figures = synth.redis(s)
     got = {a.app: a for a in appruns.parse_redis(text)}
     assert {k: a.rate for k, a in got.items()} == pytest.approx(figures)
