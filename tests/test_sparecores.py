@@ -372,3 +372,7 @@ def test_nodes_filters(cli, db_url, tmp_path):
     table = cli("--db", db_url, "nodes", "--vendor", "gcp")
     assert "Lake" in table.out and "Grav" not in table.out and "Zen" not in table.out   # family column, gcp only
     assert_one_line_error(cli("--db", db_url, "nodes", "--min-vcpus", "8", "--max-vcpus", "2"), "--min-vcpus")
+    shown = json.loads(cli("--db", db_url, "nodes", "show", "aws:c7g.large", "--json").out)
+    assert (shown["architecture"], shown["cpu_family"], shown["inventory"]["cpu_model"]) == (
+        "aarch64", "Graviton3", "Neoverse-V1")
+    assert "Graviton3" in cli("--db", db_url, "nodes", "show", "aws:c7g.large").out
