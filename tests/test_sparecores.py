@@ -223,12 +223,13 @@ def test_import_stores_every_figure_and_is_idempotent(cli, db_url, tmp_path):
     assert first.code == 0, first.err
     summary = json.loads(first.out)
     assert summary["commit"] == "1234abcd"
-    assert (summary["servers"], summary["nodes_added"], summary["profiles_added"]) == (4, 3, 3)
+    added = summary["added"]
+    assert (summary["servers"], added["nodes"], added["profiles"]) == (4, 3, 3)
     assert summary["servers_skipped"] == {"no usable task (all failed or missing)": 1}
     assert summary["tasks_skipped"]["lscpu: failed (exit code -1)"] == 1
     n_measure = sum(len(f) for _, tasks in figures for t, f in tasks.items() if t in MICRO_TASKS)
     n_runs = sum(len(f) for _, tasks in figures for t, f in tasks.items() if t in APP_TASKS)
-    assert (summary["measurements_added"], summary["runs_added"]) == (n_measure, n_runs)
+    assert (added["measurements"], added["runs"]) == (n_measure, n_runs)
     before = _counts(db_url)
     assert (before["profile_runs"], before["runs"], before["nodes"]) == (n_measure, n_runs, 3)
 
@@ -270,7 +271,7 @@ def test_import_stores_every_figure_and_is_idempotent(cli, db_url, tmp_path):
     again = cli("--db", db_url, "import", "sparecores", str(tmp_path / "clone"), "--json", "--workers", "1")
     assert again.code == 0, again.err
     s2 = json.loads(again.out)
-    assert (s2["nodes_added"], s2["profiles_added"], s2["runs_added"], s2["servers_unchanged"]) == (0, 0, 0, 3)
+    assert set(s2["added"].values()) == {0} and (s2["servers_unchanged"], s2["nodes_updated"]) == (3, 0)
     assert _counts(db_url) == before
 
 
@@ -285,7 +286,9 @@ def test_a_newer_commit_adds_what_changed(cli, db_url, tmp_path):
     write_task(clone, s, "bw_mem", synth.bw_mem(faster)[0], start="2025-01-01T11:00:00")
     out = cli("--db", db_url, "import", "sparecores", str(clone), "--json", "--workers", "1")
     summary = json.loads(out.out)
-    assert (summary["nodes_added"], summary["profiles_added"], summary["runs_added"]) == (0, 1, 3)
+    every_figure = sum(len(figs) for t, (_, figs) in synth.writers(s).items() if t in MICRO_TASKS)   # all, anew
+    assert summary["added"] == {"nodes": 0, "configs": 0, "profiles": 1, "measurements": every_figure, "apps": 0,
+                                "runs": 3}
     after = _counts(db_url)
     assert after["runs"] == before["runs"] + 3 and after["profiles"] == 2
     costs = suite_costs(open_registry(db_url))          # the latest profile: bw_mem at speed 2
