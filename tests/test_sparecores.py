@@ -379,3 +379,32 @@ def test_nodes_filters(cli, db_url, tmp_path):
     assert (shown["architecture"], shown["cpu_family"], shown["inventory"]["cpu_model"]) == (
         "aarch64", "Graviton3", "Neoverse-V1")
     assert "Graviton3" in cli("--db", db_url, "nodes", "show", "aws:c7g.large").out
+
+
+def test_a_server_the_database_refuses_loses_no_other(db_url, tmp_path, monkeypatch):
+    """A batch that fails is written again server by server: the bad one is reported, the rest stored."""
+    from registry.io.sparecores import store
+
+    for name in ("a.large", "b.large", "c.large"):
+        write_server(tmp_path / "clone", Server(name=name))
+    real = store._Batch._runs
+
+    def refuse_b(self, recs, now):
+        if any(r.server == "b.large" for r in recs):
+            raise sa.exc.IntegrityError("INSERT INTO runs", {}, Exception("duplicate key (simulated)"))
+        return real(self, recs, now)
+
+    monkeypatch.setattr(store._Batch, "_runs", refuse_b)
+    reg = open_registry(db_url)
+    summary = store.import_sparecores(reg, tmp_path / "clone", batch=3)
+    assert [f.split(":")[:2] for f in summary.failed] == [["aws", "b.large"]]
+    assert summary.added["nodes"] == 2 and summary.servers_imported == 2
+    with reg.connect() as conn:
+        names = {r[0] for r in conn.execute(sa.text("SELECT name FROM nodes"))}
+        orphans = conn.execute(sa.text("SELECT count(*) FROM profiles WHERE node_id NOT IN "
+                                       "(SELECT node_id FROM nodes)")).scalar()
+    reg.close()
+    assert names == {"aws:a.large", "aws:c.large"} and orphans == 0     # nothing of b.large half-written
+    monkeypatch.setattr(store._Batch, "_runs", real)
+    again = store.import_sparecores(open_registry(db_url), tmp_path / "clone")
+    assert again.added["nodes"] == 1 and again.failed == []             # b.large on the next import
