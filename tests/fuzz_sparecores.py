@@ -1,6 +1,6 @@
 """Hypothesis strategies that damage Spare Cores server folders (`nodereg import sparecores`).
 
-Contract checked by tests/test_fuzz_sparecores.py, through the real CLI on a fresh registry per
+Contract checked by tests/test_fuzz_readers.py, through the real CLI on a fresh registry per
 case: the import succeeds (a damaged task is skipped, never fatal for the rest), every figure of
 an undamaged task is stored exactly as written (the writer's own figures, tests/sparecores_synth.py),
 everything stored is finite and positive, names are portable, and `doctor` finds nothing wrong.

@@ -164,13 +164,15 @@ def geekbench(s: Server) -> tuple[str, dict]:
 def compression(s: Server) -> tuple[str, dict]:
     doc, figures = {}, {}
     cores = max(1, s.vcpus // 2) if s.vcpus > 2 else s.vcpus
-    for algo, level, extra, base in (("zstd", "3", {}, 5e7), ("gzip", "9", {}, 1e7),
-                                     ("lz4", "1", {"block_size": 65536}, 4e8), ("bzip3", None, {"block_size": 1048576}, 9e6)):
+    for algo, level, extra, base, multi in (("zstd", "3", {}, 5e7, True), ("gzip", "9", {}, 1e7, True),
+                                            ("lz4", "1", {"block_size": 65536}, 4e8, True),
+                                            ("bzip3", None, {"block_size": 1048576}, 9e6, True),
+                                            ("brotli", "4", {}, 6e7, False)):    # upstream: single-threaded only
         entries = []
         name = algo if level is None else f"{algo}-{level}"
         if extra:
             name += "-b" + {65536: "64KiB", 1048576: "1MiB"}[extra["block_size"]]
-        for n in sorted({1, cores}):
+        for n in sorted({1, cores if multi else 1}):
             c, d = base * s.speed * n, base * 3 * s.speed * n
             entries.append({"threads": n, "extra_args": extra, "ratio": 30.0, "compress": c, "decompress": d})
             for tag in (["1t"] if n == 1 else []) + (["all"] if n == cores else []):

@@ -1,4 +1,5 @@
-"""Fuzzing the runs CSV, Lumos and trace-file readers: damaged inputs end in a clear error or a correct import."""
+"""Fuzzing the runs CSV, Lumos, Spare Cores and trace-file readers: damaged inputs end in a clear error or a
+correct import."""
 
 import os
 import tempfile
@@ -8,6 +9,8 @@ from pathlib import Path
 import pytest
 from fuzz_readers import (TraceTemplate, check_lumos_case, check_runs_case, check_trace_case, lumos_case,
                           runs_csv, trace_file)
+from fuzz_sparecores import check_case as check_sparecores_case
+from fuzz_sparecores import sparecores_case
 from hypothesis import HealthCheck, event, given, settings
 from registry_data import profile_at_speeds, three_phase_trace
 
@@ -39,6 +42,13 @@ def test_damaged_runs_csv(cli, empty_registry, case):
 def test_damaged_lumos_folders(cli, empty_registry, case):
     with tempfile.TemporaryDirectory(dir=empty_registry.parent) as work:
         event(check_lumos_case(cli, empty_registry, Path(work), case))
+
+
+@FUZZ
+@given(case=sparecores_case())
+def test_damaged_sparecores_folders(cli, empty_registry, case):
+    with tempfile.TemporaryDirectory(dir=empty_registry.parent) as work:
+        event(check_sparecores_case(cli, empty_registry, Path(work), case))
 
 
 @pytest.fixture(scope="module")

@@ -110,6 +110,9 @@ def test_compression_redis_static_web():
     assert set(got) == set(figures)
     assert all(_close(got[k].time_s, COMPRESSION_WORK / v) for k, v in figures.items())
     assert "compression:bzip3-b1MiB:compress:all" in got and got["compression:zstd-3:compress:1t"].threads == 1
+    assert "compression:brotli-4:compress:all" not in got         # run single-threaded only: no all-core figure
+    one_core = {a.app for a in appruns.parse_compression(synth.compression(Server(vcpus=1))[0])}
+    assert {"compression:brotli-4:compress:all", "compression:zstd-3:compress:all"} <= one_core
     text, figures = synth.redis(s)
     got = {a.app: a for a in appruns.parse_redis(text)}
     assert {k: a.rate for k, a in got.items()} == pytest.approx(figures)
@@ -220,12 +223,13 @@ def test_import_stores_every_figure_and_is_idempotent(cli, db_url, tmp_path):
     assert first.code == 0, first.err
     summary = json.loads(first.out)
     assert summary["commit"] == "1234abcd"
-    assert (summary["servers"], summary["nodes_added"], summary["profiles_added"]) == (4, 3, 3)
+    added = summary["added"]
+    assert (summary["servers"], added["nodes"], added["profiles"]) == (4, 3, 3)
     assert summary["servers_skipped"] == {"no usable task (all failed or missing)": 1}
     assert summary["tasks_skipped"]["lscpu: failed (exit code -1)"] == 1
     n_measure = sum(len(f) for _, tasks in figures for t, f in tasks.items() if t in MICRO_TASKS)
     n_runs = sum(len(f) for _, tasks in figures for t, f in tasks.items() if t in APP_TASKS)
-    assert (summary["measurements_added"], summary["runs_added"]) == (n_measure, n_runs)
+    assert (added["measurements"], added["runs"]) == (n_measure, n_runs)
     before = _counts(db_url)
     assert (before["profile_runs"], before["runs"], before["nodes"]) == (n_measure, n_runs, 3)
 
@@ -267,7 +271,7 @@ def test_import_stores_every_figure_and_is_idempotent(cli, db_url, tmp_path):
     again = cli("--db", db_url, "import", "sparecores", str(tmp_path / "clone"), "--json", "--workers", "1")
     assert again.code == 0, again.err
     s2 = json.loads(again.out)
-    assert (s2["nodes_added"], s2["profiles_added"], s2["runs_added"], s2["servers_unchanged"]) == (0, 0, 0, 3)
+    assert set(s2["added"].values()) == {0} and (s2["servers_unchanged"], s2["nodes_updated"]) == (3, 0)
     assert _counts(db_url) == before
 
 
@@ -282,7 +286,9 @@ def test_a_newer_commit_adds_what_changed(cli, db_url, tmp_path):
     write_task(clone, s, "bw_mem", synth.bw_mem(faster)[0], start="2025-01-01T11:00:00")
     out = cli("--db", db_url, "import", "sparecores", str(clone), "--json", "--workers", "1")
     summary = json.loads(out.out)
-    assert (summary["nodes_added"], summary["profiles_added"], summary["runs_added"]) == (0, 1, 3)
+    every_figure = sum(len(figs) for t, (_, figs) in synth.writers(s).items() if t in MICRO_TASKS)   # all, anew
+    assert summary["added"] == {"nodes": 0, "configs": 0, "profiles": 1, "measurements": every_figure, "apps": 0,
+                                "runs": 3}
     after = _counts(db_url)
     assert after["runs"] == before["runs"] + 3 and after["profiles"] == 2
     costs = suite_costs(open_registry(db_url))          # the latest profile: bw_mem at speed 2
@@ -369,3 +375,36 @@ def test_nodes_filters(cli, db_url, tmp_path):
     table = cli("--db", db_url, "nodes", "--vendor", "gcp")
     assert "Lake" in table.out and "Grav" not in table.out and "Zen" not in table.out   # family column, gcp only
     assert_one_line_error(cli("--db", db_url, "nodes", "--min-vcpus", "8", "--max-vcpus", "2"), "--min-vcpus")
+    shown = json.loads(cli("--db", db_url, "nodes", "show", "aws:c7g.large", "--json").out)
+    assert (shown["architecture"], shown["cpu_family"], shown["inventory"]["cpu_model"]) == (
+        "aarch64", "Graviton3", "Neoverse-V1")
+    assert "Graviton3" in cli("--db", db_url, "nodes", "show", "aws:c7g.large").out
+
+
+def test_a_server_the_database_refuses_loses_no_other(db_url, tmp_path, monkeypatch):
+    """A batch that fails is written again server by server: the bad one is reported, the rest stored."""
+    from registry.io.sparecores import store
+
+    for name in ("a.large", "b.large", "c.large"):
+        write_server(tmp_path / "clone", Server(name=name))
+    real = store._Batch._runs
+
+    def refuse_b(self, recs, now):
+        if any(r.server == "b.large" for r in recs):
+            raise sa.exc.IntegrityError("INSERT INTO runs", {}, Exception("duplicate key (simulated)"))
+        return real(self, recs, now)
+
+    monkeypatch.setattr(store._Batch, "_runs", refuse_b)
+    reg = open_registry(db_url)
+    summary = store.import_sparecores(reg, tmp_path / "clone", batch=3)
+    assert [f.split(":")[:2] for f in summary.failed] == [["aws", "b.large"]]
+    assert summary.added["nodes"] == 2 and summary.servers_imported == 2
+    with reg.connect() as conn:
+        names = {r[0] for r in conn.execute(sa.text("SELECT name FROM nodes"))}
+        orphans = conn.execute(sa.text("SELECT count(*) FROM profiles WHERE node_id NOT IN "
+                                       "(SELECT node_id FROM nodes)")).scalar()
+    reg.close()
+    assert names == {"aws:a.large", "aws:c.large"} and orphans == 0     # nothing of b.large half-written
+    monkeypatch.setattr(store._Batch, "_runs", real)
+    again = store.import_sparecores(open_registry(db_url), tmp_path / "clone")
+    assert again.added["nodes"] == 1 and again.failed == []             # b.large on the next import

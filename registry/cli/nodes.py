@@ -100,7 +100,8 @@ def show(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
     if as_json:
         print_json(node)
         return
-    head = {k: node[k] for k in ("name", "cpu_model", "n_cpus", "cores", "sockets", "threads_per_core",
+    head = {k: node[k] for k in ("name", "cpu_model", "vendor", "architecture", "cpu_vendor", "cpu_family",
+                                 "n_cpus", "cores", "sockets", "threads_per_core",
                                  "numa_nodes", "memory_bytes", "max_mhz", "cpu_list", "host", "kernel",
                                  "compiler", "source", "created_at", "traces", "runs")}
     print_table([{"field": k, "value": v} for k, v in head.items()], ["field", "value"], title=f"node {name}")

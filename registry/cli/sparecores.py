@@ -40,7 +40,9 @@ def import_sparecores_cmd(
         print_json(out)
         return
     tasks, servers, failed = out.pop("tasks_skipped"), out.pop("servers_skipped"), out.pop("failed")
+    added = out.pop("added")
     rows = [{"field": k, "value": v} for k, v in out.items()]
+    rows += [{"field": f"added: {what}", "value": n} for what, n in added.items()]
     rows += [{"field": f"servers skipped: {why}", "value": n} for why, n in sorted(servers.items())]
     rows.append({"field": "servers failed", "value": len(failed)})
     print_table(rows, ["field", "value"], title="sparecores import (data: Spare Cores, CC BY-SA 4.0)")

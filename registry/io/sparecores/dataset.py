@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.errors import UserError
+from registry.io.folders import subdirs as _dirs
 
 _HINT = "expected a clone of SpareCores/sc-inspector-data (DIR/data/<vendor>/<server>/<task>/meta.json)"
 
@@ -23,14 +24,6 @@ class ServerDir:
     vendor: str
     server: str
     path: Path
-
-
-def _dirs(path: Path) -> list[os.DirEntry]:
-    try:
-        return sorted((e for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")),
-                      key=lambda e: e.name)
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def data_root(root: Path) -> Path:

@@ -50,6 +50,7 @@ SUITE = "sparecores"
 DATASET = "sparecores/sc-inspector-data"
 _NAMESPACE = uuid.UUID("0f5c3f2e-6b1d-4e57-9a43-2f1c8d7e5a91")
 BATCH = 100
+ADDED = ("nodes", "configs", "profiles", "measurements", "apps", "runs")
 
 _UB_DESCRIPTION = {
     "sc-membench": ("bandwidth", "Spare Cores membench: read/write/copy bandwidth on all vCPUs, pointer-chase "
@@ -71,13 +72,8 @@ class ImportSummary:
     servers_imported: int = 0          # something of theirs was added or updated
     servers_unchanged: int = 0         # already in the registry as they are
     servers_skipped: dict[str, int] = field(default_factory=dict)
-    nodes_added: int = 0
-    nodes_updated: int = 0
-    configs_added: int = 0
-    profiles_added: int = 0
-    measurements_added: int = 0
-    apps_added: int = 0
-    runs_added: int = 0
+    added: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ADDED, 0))   # rows, by what they are
+    nodes_updated: int = 0             # imported nodes whose inventory changed
     tasks_skipped: dict[str, int] = field(default_factory=dict)    # "task: reason" -> servers
     failed: list[str] = field(default_factory=list)                # "vendor:server: error"
     seconds: float = 0.0
@@ -185,7 +181,7 @@ class _Batch:
             caches += [{"node_id": node_id, "line_bytes": None, **c} for c in rec.inventory.get("caches", [])]
             self.new.nodes[rec.name] = (node_id, "import", row["inventory_json"])
             self.changed.add(rec.name)
-        self.counts["nodes_added"] += insert_rows(self.conn, "nodes", [row for _, row in new])
+        self.counts["nodes"] += insert_rows(self.conn, "nodes", [row for _, row in new])
         insert_rows(self.conn, "node_caches", caches)
 
     def _configs(self, recs) -> None:
@@ -211,7 +207,7 @@ class _Batch:
                          "params_json": json.dumps({"suite": SUITE, "task": m.task, "family": m.family}),
                          "unit": m.unit, "higher_is_better": m.higher_is_better})
             self.new.configs[key] = cid
-        self.counts["configs_added"] += insert_rows(self.conn, "ub_configs", rows)
+        self.counts["configs"] += insert_rows(self.conn, "ub_configs", rows)
 
     def _profiles(self, recs, commit, now) -> None:
         todo = []
@@ -242,11 +238,11 @@ class _Batch:
                 "value": values, "unstable": np.zeros(len(values), dtype=bool)}))
             self.new.profiles.add(uid)
             self.changed.add(rec.name)
-        self.counts["profiles_added"] += insert_rows(self.conn, "profiles", profiles)
+        self.counts["profiles"] += insert_rows(self.conn, "profiles", profiles)
         if parts:
             runs = pd.concat(parts, ignore_index=True)
             runs.insert(0, "run_id", np.array(allocate_ids(self.conn, "profile_runs_id_seq", len(runs)), dtype=np.int64))
-            self.counts["measurements_added"] += insert_rows(self.conn, "profile_runs", runs)
+            self.counts["measurements"] += insert_rows(self.conn, "profile_runs", runs)
             # the one repetition, as for every profile: readers and `doctor` expect each run to have its reps
             insert_rows(self.conn, "profile_reps", pd.DataFrame({"run_id": runs["run_id"], "rep": 0,
                                                                  "time_s": runs["median_s"]}))
@@ -272,13 +268,13 @@ class _Batch:
                              "description": f"Spare Cores {a.task}: time of a fixed job of {a.work:g} "
                                             f"{a.unit.removesuffix('/s')} = work / rate ({a.unit})"})
             self.new.apps[name] = app_id
-        self.counts["apps_added"] += insert_rows(self.conn, "apps", app_rows)
+        self.counts["apps"] += insert_rows(self.conn, "apps", app_rows)
         if rows:
             frame = pd.DataFrame(rows, columns=["uid", "app", "node_id", "threads", "time_s"])
             frame["app_id"] = frame.pop("app").map(lambda n: self._lookup("apps", n)).astype(np.int64)
             frame["threads"] = frame["threads"].astype("Int64")
             frame["source"], frame["created_at"] = "sparecores", now
-            self.counts["runs_added"] += insert_rows(self.conn, "runs", frame)
+            self.counts["runs"] += insert_rows(self.conn, "runs", frame)
 
 
 def _usable(rec: ServerRecord) -> str | None:
@@ -363,8 +359,9 @@ def _write(registry: Registry, recs: list[ServerRecord], known: _Known, commit, 
         for rec in recs:
             _write(registry, [rec], known, commit, summary)
         return
+    summary.nodes_updated += batch.counts.pop("nodes_updated", 0)
     for key, n in batch.counts.items():
-        setattr(summary, key, getattr(summary, key) + n)
+        summary.added[key] += n
     summary.servers_imported += len(batch.changed)
     summary.servers_unchanged += len(recs) - len(batch.changed)
 
