@@ -17,9 +17,6 @@ import pandas as pd
 
 from registry.errors import UserError
 
-GROUPS = ("geekbench-single", "geekbench-multi", "compression", "redis-web")
-
-
 @dataclass
 class CrossData:
     """costs: index node, columns config_key, time-like cost (lower faster), NaN = not measured.
@@ -66,15 +63,11 @@ def app_family(app: str) -> str:
 
 
 def app_group(app: str) -> str:
-    """The evaluation's split of the Spare Cores apps (SPARECORES_CONTRACT); 'other' for the rest."""
-    task = app.split(":")[0]
-    if task == "geekbench":
-        return "geekbench-single" if app.endswith(":single") else "geekbench-multi"
-    if task == "compression":
-        return "compression"
-    if task in ("redis", "static_web"):
-        return "redis-web"
-    return "other"
+    """The evaluation's group of an app (registry.io.sparecores.apps.app_group); 'other' for an app
+    that is not a Spare Cores one."""
+    from registry.io.sparecores.apps import app_group as sparecores_group
+
+    return sparecores_group(app) or "other"
 
 
 def single_threaded(name: str) -> bool:
@@ -84,37 +77,25 @@ def single_threaded(name: str) -> bool:
 
 
 def load(registry, suite: str = "sparecores") -> CrossData:
-    """The suite's costs (each node's latest profile in it), every app's median time per node (runs
-    at the node's default thread count: threads NULL, 1 for a single-threaded app, or all CPUs), the
-    node table and the current prices (when they share one currency)."""
+    """The suite's costs (registry.suites.suite_costs: each node's latest profile in it), every app's
+    median time per node (runs at the node's default thread count: threads NULL, 1, or all CPUs),
+    the node table and the current prices (when they share one currency)."""
     from registry.db.read import read_frame
     from registry.prices import current_prices
+    from registry.suites import node_table, suite_costs
 
+    costs = suite_costs(registry, suite)
+    if costs.empty:
+        raise UserError(f"no node has a profile in the suite {suite!r} (import one first: "
+                        "`nodereg import sparecores DIR`)")
     with registry.connect() as conn:
-        costs = read_frame(conn, """
-            WITH latest AS (
-                SELECT p.node_id, max(p.started_at) AS started_at
-                FROM profiles p JOIN profile_runs r ON r.profile_id = p.profile_id
-                JOIN ub_configs c ON c.config_id = r.config_id JOIN microbenchmarks m ON m.ub_id = c.ub_id
-                WHERE m.suite = :suite AND p.status = 'complete' GROUP BY p.node_id)
-            SELECT n.name AS node, c.config_key AS config, r.median_s AS cost
-            FROM latest l JOIN profiles p ON p.node_id = l.node_id AND p.started_at = l.started_at
-            JOIN nodes n ON n.node_id = p.node_id
-            JOIN profile_runs r ON r.profile_id = p.profile_id
-            JOIN ub_configs c ON c.config_id = r.config_id JOIN microbenchmarks m ON m.ub_id = c.ub_id
-            WHERE m.suite = :suite AND r.median_s > 0""", {"suite": suite})
-        if costs.empty:
-            raise UserError(f"no node has a profile in the suite {suite!r} (import one first, e.g. "
-                            "`nodereg import sparecores DIR`)")
         runs = read_frame(conn, """
             SELECT a.name AS app, n.name AS node, r.time_s
             FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
             WHERE r.time_s > 0 AND (r.threads IS NULL OR r.threads = 1 OR n.n_cpus IS NULL
                                     OR r.threads = n.n_cpus)""")
-        nodes = read_frame(conn, "SELECT name AS node, architecture, cpu_family, cpu_model, n_cpus FROM nodes")
         prices = current_prices(conn)
-    costs = costs.groupby(["node", "config"])["cost"].median().unstack("config")
-    nodes = nodes.set_index("node").loc[lambda f: f.index.isin(costs.index)]
+    nodes = node_table(registry).loc[lambda f: f.index.isin(costs.index)]
     nodes["cpu_family"] = nodes["cpu_family"].fillna(nodes["cpu_model"]).fillna("unknown")
     nodes["architecture"] = nodes["architecture"].fillna("unknown")
     times = runs.groupby(["node", "app"])["time_s"].median().unstack("app") if len(runs) else pd.DataFrame()

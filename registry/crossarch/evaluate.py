@@ -20,6 +20,7 @@ median error on the targets, chosen in hindsight (a bound on any single-ratio ru
 from __future__ import annotations
 
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -66,7 +67,8 @@ def _oracle(refs, q: np.ndarray, target_idx: np.ndarray, actual_log: np.ndarray)
     F = refs.feature_matrix.values[:, :len(cols)]
     L = refs.ratio_matrix.values[:, target_idx]
     pred = L + (q[None, :] - F).mean(axis=1)[:, None]
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():   # a reference measured on none of the targets: NaN, never chosen
+        warnings.simplefilter("ignore", RuntimeWarning)
         err = np.nanmedian(np.abs(np.expm1(pred - actual_log[None, :])), axis=1)
     return pred[int(np.nanargmin(np.where(np.isfinite(err), err, np.inf)))]
 

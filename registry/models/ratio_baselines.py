@@ -16,6 +16,8 @@ median log ratio over all references, with a warning. No intervals: low = high =
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query,
@@ -55,7 +57,8 @@ class _SingleRatio(ProjectionModel):
         row = self.choose(q, float(sig.get(SINGLE, 0.0)) > 0.5)
         if row is None:
             self._warn(f"{self.name}: its reference is not among these references; the median ratio is used")
-            with np.errstate(all="ignore"):
+            with warnings.catch_warnings():   # a node no reference was measured on: NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
                 log = np.nanmedian(f["L"], axis=0)
             used = "median"
         else:
@@ -132,6 +135,7 @@ class BestMicroRatioBaseline(_SingleRatio):
         if len(best) == 1:
             return int(best[0])
         L = f["L"][best]
-        with np.errstate(all="ignore"):
+        with warnings.catch_warnings():   # nodes none of them was measured on: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
             typical = np.nanmedian(np.abs(L - np.nanmedian(L, axis=0)), axis=1)
         return int(best[np.nanargmin(np.where(np.isfinite(typical), typical, np.inf))])

@@ -22,6 +22,8 @@ spirit; calibrated on apps, not on the app predicted).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from registry.errors import UserError
@@ -139,7 +141,8 @@ class SimilarRunsModel(ProjectionModel):
         _, tol, weight, err = best
         glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
         half = np.full(len(f["nodes"]), glob)
-        with np.errstate(all="ignore"):
+        with warnings.catch_warnings():   # a node no reference app was measured on: NaN, then pooled
+            warnings.simplefilter("ignore", RuntimeWarning)
             per = np.nanquantile(err, self.coverage, axis=0) if err.shape[0] >= 10 else np.full(len(others), np.nan)
         # a node's own quantile where enough apps say so, else the pooled one; nodes not scored: pooled
         half[others] = np.where(np.isfinite(per), per, glob)
