@@ -104,3 +104,24 @@ def load(registry, suite: str = "sparecores") -> CrossData:
     price = pd.Series({n: p for n, (p, _) in priced.items()}, dtype=float) if len(currencies) == 1 else None
     return CrossData(costs, times, nodes[["architecture", "cpu_family", "n_cpus"]], price,
                      currencies.pop() if len(currencies) == 1 else None)
+
+
+def app_runs(registry, app: str, on: list[str] | None = None) -> tuple[dict[str, float], bool]:
+    """The app's median measured time per node (only the nodes `on`, when given), and whether every
+    run was single-threaded (threads = 1)."""
+    from registry.db.read import read_frame
+
+    with registry.connect() as conn:
+        runs = read_frame(conn, """
+            SELECT n.name AS node, r.time_s, r.threads
+            FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+            WHERE a.name = :app AND r.time_s > 0""", {"app": app})
+    if runs.empty:
+        raise UserError(f"no measured runs of {app!r} (`nodereg runs add {app} NODE --time S`)")
+    if on:
+        missing = sorted(set(on) - set(runs["node"]))
+        if missing:
+            raise UserError(f"{app} has no measured run on {', '.join(missing)}")
+        runs = runs[runs["node"].isin(on)]
+    times = runs.groupby("node")["time_s"].median()
+    return {str(n): float(t) for n, t in times.items()}, bool((runs["threads"] == 1).all())

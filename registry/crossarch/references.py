@@ -17,6 +17,7 @@ app's own pattern over the calibration nodes and its time on the base. Built fro
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -56,7 +57,8 @@ class ReferenceBank:
         for kind in ("single", "multi"):
             rows = [i for i in keep if self.apps[i].startswith("geekbench:") and self.apps[i].endswith(f":{kind}")]
             if rows:
-                with np.errstate(all="ignore"):
+                with warnings.catch_warnings():   # a node none of them ran on: NaN
+                    warnings.simplefilter("ignore", RuntimeWarning)
                     score = np.nanmean(self.app_log[rows], axis=0)
                 names.append(GEEKBENCH_SCORE + kind)
                 blocks.append(score[None, :])
