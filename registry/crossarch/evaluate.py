@@ -90,7 +90,7 @@ def run(data: CrossData, models: Iterable[str], k: int, seeds: Iterable[int], *,
         raise UserError("--calibrate needs K >= 1 calibration nodes")
     classes = [plugins.model_class(m, kind="projection") for m in models]
     bank = ReferenceBank(data)
-    rows: list[dict] = []
+    rows: list[pd.DataFrame] = []
     seconds = {c.name: 0.0 for c in classes} | {ORACLE: 0.0}
     errors: dict[str, str] = {}
     index = bank.node_index
@@ -117,20 +117,27 @@ def run(data: CrossData, models: Iterable[str], k: int, seeds: Iterable[int], *,
                         errors[cls.name] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
                         continue
                     seconds[cls.name] += time.perf_counter() - start
-                    rows += [{"model": cls.name, "app": app, "node": p.node, "calibration": joined,
-                              "predicted_s": p.predicted_s, "actual_s": a, "low_s": p.low_s, "high_s": p.high_s,
-                              "seed": seed} for p, a in zip(preds, actual)]
+                    rows.append(_frame(cls.name, app, goal, joined, [p.predicted_s for p in preds], actual,
+                                       [p.low_s for p in preds], [p.high_s for p in preds], seed))
                 start = time.perf_counter()
                 sig = [q.signature[c] for c in refs.feature_matrix.columns if c.startswith("cal.")]
                 log = _oracle(refs, np.array(sig), np.array([index[n] for n in goal]), np.log(actual / q.base_time_s))
                 t = q.base_time_s * np.exp(log)
-                rows += [{"model": ORACLE, "app": app, "node": n, "calibration": joined, "predicted_s": p,
-                          "actual_s": a, "low_s": p, "high_s": p, "seed": seed} for n, p, a in zip(goal, t, actual)]
+                rows.append(_frame(ORACLE, app, goal, joined, t, actual, t, t, seed))
                 seconds[ORACLE] += time.perf_counter() - start
                 if on_fold:
                     on_fold()
     kinds = {c.name: "baseline" if c.baseline else "model" for c in classes} | {ORACLE: "oracle"}
-    return CalibrateResult(pd.DataFrame(rows, columns=COLUMNS), seconds, errors, kinds)
+    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+    return CalibrateResult(frame, seconds, errors, kinds)
+
+
+def _frame(model, app, nodes, calibration, predicted, actual, low, high, seed) -> pd.DataFrame:
+    """One fold's rows of one model (COLUMNS)."""
+    return pd.DataFrame({"model": model, "app": app, "node": nodes, "calibration": calibration,
+                         "predicted_s": np.asarray(predicted, dtype=float), "actual_s": actual,
+                         "low_s": np.asarray(low, dtype=float), "high_s": np.asarray(high, dtype=float),
+                         "seed": seed}, columns=COLUMNS)
 
 
 # -- metrics -----------------------------------------------------------------------------------

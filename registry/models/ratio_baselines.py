@@ -20,9 +20,8 @@ import warnings
 
 import numpy as np
 
-from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query,
-                                  ReferenceSet)
-from registry.models.similar_runs import pattern_columns
+from registry.models.base import NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query, ReferenceSet
+from registry.models.similar_runs import node_predictions, pattern_columns
 
 SINGLE = "meta.single"
 
@@ -64,13 +63,7 @@ class _SingleRatio(ProjectionModel):
         else:
             log = f["L"][row] + np.nanmean(q - f["F"][row])
             used = f["rows"][row]
-        where = {n: i for i, n in enumerate(f["nodes"])}
-        out = []
-        for node in nodes:
-            i = where.get(node)
-            t = query.base_time_s * float(np.exp(log[i])) if i is not None and np.isfinite(log[i]) else np.nan
-            out.append(NodePrediction(node, t, t, t, {"reference": used}))
-        return out
+        return node_predictions(nodes, f["nodes"], query.base_time_s, log, np.zeros(len(log)), {"reference": used})
 
     def params(self) -> dict:
         if self.fitted is None:

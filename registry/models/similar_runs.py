@@ -22,13 +22,11 @@ spirit; calibrated on apps, not on the app predicted).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from registry.errors import UserError
 from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query,
-                                  ReferenceSet, log_interval)
+                                  ReferenceSet)
 from registry.models.options import Option
 
 CAL = "cal."
@@ -71,6 +69,31 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
     den = w @ measured
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den, np.nan)
+
+
+def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
+    """The q-quantile of each column's finite values (lower value, no interpolation); NaN for a column
+    with fewer than `at_least` of them. np.nanquantile per column, without its per-column Python loop."""
+    n = np.isfinite(x).sum(axis=0)
+    ordered = np.sort(np.where(np.isfinite(x), x, np.inf), axis=0)
+    k = np.clip(np.ceil(q * n).astype(int) - 1, 0, max(x.shape[0] - 1, 0))
+    out = ordered[k, np.arange(x.shape[1])] if x.shape[0] else np.full(x.shape[1], np.nan)
+    return np.where(n >= max(at_least, 1), out, np.nan)
+
+
+def node_predictions(nodes: list[str], known: list[str], base_s: float, log: np.ndarray, half: np.ndarray,
+                     explanation: dict | None = None) -> list[NodePrediction]:
+    """One NodePrediction per node asked for (NaN where `known` lacks it or the log ratio is NaN):
+    time = base x exp(log), interval x exp(-/+ half)."""
+    where = {n: i for i, n in enumerate(known)}
+    idx = np.array([where.get(n, -1) for n in nodes], dtype=int)
+    ok = idx >= 0
+    r = np.where(ok, log[np.where(ok, idx, 0)], np.nan)
+    h = np.where(ok, half[np.where(ok, idx, 0)], np.nan)
+    t = base_s * np.exp(r)
+    lo, hi = t * np.exp(-h), t * np.exp(h)
+    return [NodePrediction(n, float(a), float(b), float(c), dict(explanation or {}))
+            for n, a, b, c in zip(nodes, t.tolist(), lo.tolist(), hi.tolist())]
 
 
 class SimilarRunsModel(ProjectionModel):
@@ -141,9 +164,7 @@ class SimilarRunsModel(ProjectionModel):
         _, tol, weight, err = best
         glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
         half = np.full(len(f["nodes"]), glob)
-        with warnings.catch_warnings():   # a node no reference app was measured on: NaN, then pooled
-            warnings.simplefilter("ignore", RuntimeWarning)
-            per = np.nanquantile(err, self.coverage, axis=0) if err.shape[0] >= 10 else np.full(len(others), np.nan)
+        per = column_quantile(err, self.coverage, at_least=10)
         # a node's own quantile where enough apps say so, else the pooled one; nodes not scored: pooled
         half[others] = np.where(np.isfinite(per), per, glob)
         f["choice"][key] = (tol, weight, half)
@@ -163,16 +184,8 @@ class SimilarRunsModel(ProjectionModel):
         single = float(sig.get(SINGLE, 0.0)) > 0.5
         tol, weight, half = self._choose(single)
         log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
-        where = {n: i for i, n in enumerate(f["nodes"])}
-        out = []
-        for node in nodes:
-            i = where.get(node)
-            r = log[i] if i is not None else np.nan
-            t = query.base_time_s * float(np.exp(r)) if np.isfinite(r) else np.nan
-            lo, hi = log_interval(t, half[i]) if np.isfinite(t) else (np.nan, np.nan)
-            out.append(NodePrediction(node, t, float(lo), float(hi),
-                                      {"tolerance": tol, "app_weight": weight}))
-        return out
+        return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
+                                {"tolerance": tol, "app_weight": weight})
 
     # -- storage -------------------------------------------------------------------------------
 
