@@ -33,8 +33,8 @@ CAL = "cal."
 SINGLE = "meta.single"
 IS_APP = "meta.app"
 OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much
-TOLERANCES = (0.04, 0.08, 0.16)
-APP_WEIGHTS = (1.0, 10.0)
+TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
+APP_WEIGHTS = (1.0, 10.0, 100.0)
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
 
 
