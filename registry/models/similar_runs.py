@@ -56,9 +56,12 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
                         ) -> np.ndarray:
     """Log predictions on every node (columns of L) of queries q (Q x C patterns) from references with
     patterns F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused)."""
-    gap = q[:, None, :] - F[None, :, :]                      # Q x R x C
-    b = gap.mean(axis=2)
-    sse = ((gap - b[:, :, None]) ** 2).sum(axis=2)
+    # the gaps q - F_r without a Q x R x C array (C may be thousands of measured nodes):
+    # b = mean gap, SSE = sum of squared gaps - C b^2
+    c = F.shape[1]
+    b = q.mean(axis=1)[:, None] - F.mean(axis=1)[None, :]
+    sq = (q ** 2).sum(axis=1)[:, None] - 2 * q @ F.T + (F ** 2).sum(axis=1)[None, :]
+    sse = np.maximum(sq - c * b ** 2, 0.0)
     with np.errstate(divide="ignore"):
         logw = np.log(prior) - sse / (2 * tolerance ** 2)
     logw -= np.nanmax(np.where(np.isfinite(logw), logw, -np.inf), axis=1, keepdims=True)
