@@ -15,7 +15,7 @@ from registry.crossarch.data import CrossData, app_family
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
 from registry.models.plugins import create
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 
 FAMILIES = [("Zen 4", "x86_64"), ("Zen 3", "x86_64"), ("Ice Lake", "x86_64"), ("Cascade Lake", "x86_64"),
             ("Graviton3", "aarch64"), ("Graviton4", "aarch64")]
@@ -179,6 +179,7 @@ def _import_world(cli, db_url, root):
     assert out.code == 0, out.err
 
 
+@both_backends
 def test_cli_evaluate_calibrate_and_match_from_runs(cli, db_url, tmp_path):
     _import_world(cli, db_url, tmp_path / "clone")
     out = cli("--db", db_url, "evaluate", "--calibrate", "2", "--seeds", "0-1", "--json",
