@@ -208,6 +208,7 @@ def test_cli_evaluate_calibrate_and_match_from_runs(cli, db_url, tmp_path):
 def test_cli_errors(cli, db_url, tmp_path):
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--seeds", "x"), "--seeds")
     assert_one_line_error(cli("--db", db_url, "evaluate", "--seed", "1"), "--calibrate")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--split", "size"), "--split")
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3"), "no node has a profile")
     _import_world(cli, db_url, tmp_path / "clone")
     assert_one_line_error(cli("--db", db_url, "match", "nosuchapp", "--from-runs"), "no measured runs")

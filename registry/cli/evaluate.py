@@ -145,6 +145,9 @@ def evaluate_cmd(
     if calibrate is not None:
         from registry.cli.evaluate_calibrate import run_calibrate
 
+        if split != "app" or select or base or select_base or option:
+            raise UserError("--calibrate K takes none of --split, --select, --base, --select-base, --option")
+
         run_calibrate(ctx, calibrate, _seed_list(seed, seeds), suite, models, predictions, as_json)
         return
     if seed or seeds:
