@@ -47,7 +47,8 @@ def world(seed=0, nodes_per_family=12, noise=0.01):
              "compression:zstd-1:compress:1t": (0.7, 0.3, 0), "compression:zstd-1:compress:all": (0.7, 0.3, 1),
              "compression:lz4-1:compress:1t": (0.4, 0.6, 0), "redis:set:p1": (0.5, 0.5, 0.5)}
     times = pd.DataFrame({app: cost(*abc) for app, abc in mixes.items()}, index=nodes.index)
-    return CrossData(pd.DataFrame(configs, index=nodes.index), times, nodes[["architecture", "cpu_family", "n_cpus"]]), mixes
+    table = nodes[["architecture", "cpu_family", "n_cpus"]]
+    return CrossData(pd.DataFrame(configs, index=nodes.index), times, table), mixes
 
 
 def test_app_families_leave_out_related_variants():
@@ -123,7 +124,7 @@ def test_predictions_rows_match_the_csv_contract():
 
 
 def test_from_runs_ranks_by_time_and_cost_and_warns_across_architectures():
-    data, mixes = world()
+    data, _ = world()
     app = "compression:lz4-1:compress:1t"
     measured = {n: data.times.at[n, app] for n in ("Zen4-0", "IceLake-1")}
     data.prices = pd.Series(1.0 + np.arange(len(data.nodes)) % 5, index=data.nodes.index)

@@ -26,7 +26,8 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
                     "ignored_runs_on": ignored, "currency": data.currency,
                     "nodes": [{"rank": i + 1, **r.__dict__} for i, r in enumerate(shown)]})
         return
-    rows = [{"rank": i + 1, "node": r.node, "predicted_s": r.predicted_s, "interval_s": f"{r.low_s:.3g} - {r.high_s:.3g}",
+    rows = [{"rank": i + 1, "node": r.node, "predicted_s": r.predicted_s,
+             "interval_s": f"{r.low_s:.3g} - {r.high_s:.3g}",
              "cpu_family": r.cpu_family, "arch": r.architecture,
              "cost": None if r.cost is None else f"{r.cost:.3g} {data.currency}",
              "warnings": "; ".join(r.warnings)} for i, r in enumerate(shown)]

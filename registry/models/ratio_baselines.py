@@ -77,7 +77,8 @@ class _SingleRatio(ProjectionModel):
     def from_params(cls, params: dict) -> _SingleRatio:
         model = cls()
         if "L" in params:
-            arr = lambda a: np.array([[np.nan if v is None else v for v in row] for row in a], dtype=float)  # noqa: E731
+            arr = lambda a: np.array([[np.nan if v is None else v for v in row] for row in a],  # noqa: E731
+                                     dtype=float)
             model.fitted = {"rows": list(params["rows"]), "columns": list(params["columns"]),
                             "nodes": list(params["nodes"]), "F": arr(params["F"]).reshape(len(params["rows"]), -1),
                             "L": arr(params["L"]), "micro": np.array(params["micro"], dtype=bool)}

@@ -15,9 +15,12 @@ and the prior decides: references of the app's thread class (1 CPU or all), appl
 The tolerance s and ``app_weight`` are not tuned by hand: each fit chooses them from a small grid by
 predicting every reference application from the others (its whole family left out) with the same
 calibration nodes, scored by the median absolute error on the other nodes: nested cross-validation
-inside the reference data. The residuals of that choice give the intervals: per node, the quantile
-of the reference applications' absolute log errors at the nominal coverage (split-conformal in
-spirit; calibrated on apps, not on the app predicted).
+inside the reference data. With one calibration node (nothing to match, the prior alone decides) the
+score is the median over app families of their median errors, so that one tool's many variants (136
+compression apps) do not choose the prior for every app; with more, the median over all. The
+residuals of that choice give the intervals: per node, the quantile of the reference applications'
+absolute log errors at the nominal coverage (split-conformal in spirit; calibrated on apps, not on
+the app predicted).
 """
 
 from __future__ import annotations
@@ -74,6 +77,17 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
         return np.where(den > 0, num / den, np.nan)
 
 
+def family_score(err: np.ndarray, families: np.ndarray) -> float:
+    """Median over app families of each family's median absolute log error (rows of `err`): every
+    family counts once, so the many variants of one tool (136 compression apps) do not decide alone."""
+    out = []
+    for f in np.unique(families):
+        block = err[families == f]
+        if np.isfinite(block).any():
+            out.append(np.nanmedian(block))
+    return float(np.median(out)) if out else np.inf
+
+
 def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
     """The q-quantile of each column's finite values (lower value, no interpolation); NaN for a column
     with fewer than `at_least` of them. np.nanquantile per column, without its per-column Python loop."""
@@ -127,7 +141,8 @@ class SimilarRunsModel(ProjectionModel):
         if keep.sum() < 2:
             raise UserError("similar-runs needs at least 2 references measured on every calibration node")
         meta = {k: (feats.values[keep, at[k]] if k in at else np.zeros(keep.sum())) for k in (SINGLE, IS_APP)}
-        self.fitted = {"columns": cols, "nodes": list(ratio.columns), "refs": [feats.rows[i] for i in np.flatnonzero(keep)],
+        self.fitted = {"columns": cols, "nodes": list(ratio.columns),
+                       "refs": [feats.rows[i] for i in np.flatnonzero(keep)],
                        "F": F[keep], "L": ratio.values[keep], "single": np.nan_to_num(meta[SINGLE]) > 0.5,
                        "app": np.nan_to_num(meta[IS_APP]) > 0.5}
         self.fitted["choice"] = {}   # per query thread class: (tolerance, app weight, half widths per node)
@@ -161,7 +176,10 @@ class SimilarRunsModel(ProjectionModel):
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
             pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
             err = np.abs(pred - L[targets])
-            score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
+            if len(f["columns"]) == 1:     # one calibration node: the prior alone decides (docstring)
+                score = family_score(err, fam[targets])
+            else:
+                score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
             if best is None or score < best[0]:
                 best = (score, tol, weight, err)
         _, tol, weight, err = best
