@@ -15,12 +15,9 @@ and the prior decides: references of the app's thread class (1 CPU or all), appl
 The tolerance s and ``app_weight`` are not tuned by hand: each fit chooses them from a small grid by
 predicting every reference application from the others (its whole family left out) with the same
 calibration nodes, scored by the median absolute error on the other nodes: nested cross-validation
-inside the reference data. With one calibration node (nothing to match, the prior alone decides) the
-score is the median over app families of their median errors, so that one tool's many variants (136
-compression apps) do not choose the prior for every app; with more, the median over all. The
-residuals of that choice give the intervals: per node, the quantile of the reference applications'
-absolute log errors at the nominal coverage (split-conformal in spirit; calibrated on apps, not on
-the app predicted).
+inside the reference data. The residuals of that choice give the intervals: per node, the quantile
+of the reference applications' absolute log errors at the nominal coverage (split-conformal in
+spirit; calibrated on apps, not on the app predicted).
 """
 
 from __future__ import annotations
@@ -75,17 +72,6 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
     den = w @ measured
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den, np.nan)
-
-
-def family_score(err: np.ndarray, families: np.ndarray) -> float:
-    """Median over app families of each family's median absolute log error (rows of `err`): every
-    family counts once, so the many variants of one tool (136 compression apps) do not decide alone."""
-    out = []
-    for f in np.unique(families):
-        block = err[families == f]
-        if np.isfinite(block).any():
-            out.append(np.nanmedian(block))
-    return float(np.median(out)) if out else np.inf
 
 
 def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
@@ -176,10 +162,7 @@ class SimilarRunsModel(ProjectionModel):
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
             pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
             err = np.abs(pred - L[targets])
-            if len(f["columns"]) == 1:     # one calibration node: the prior alone decides (docstring)
-                score = family_score(err, fam[targets])
-            else:
-                score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
+            score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
             if best is None or score < best[0]:
                 best = (score, tol, weight, err)
         _, tol, weight, err = best
