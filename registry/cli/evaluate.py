@@ -92,6 +92,19 @@ def _options_by_model(texts: list[str] | None, names: list[str]) -> dict[str, di
     return out
 
 
+def _seed_list(seed: list[int] | None, text: str | None) -> list[int]:
+    """--seed (repeatable) and --seeds '0,1,2' / '3-5' together; default 0, 1, 2."""
+    from registry.cpulist import parse as parse_list
+
+    out = list(seed or [])
+    if text:
+        try:
+            out += parse_list(text)
+        except UserError:
+            raise UserError(f"--seeds {text!r}: expected seeds like 0,1,2 or 3-5") from None
+    return sorted(set(out)) or [0, 1, 2]
+
+
 def _pct(value):
     return None if value is None else round(100 * value, 2)
 
@@ -118,10 +131,27 @@ def evaluate_cmd(
                                                         "inside the training apps only (row 'selected')."),
     select_base: str = typer.Option(None, "--select-base", help="--split cloud: the base node of the cloud the model "
                                                                 "is chosen on."),
+    calibrate: int = typer.Option(None, "--calibrate", min=1, help="Cross-node prediction on an imported suite: "
+                                  "each app measured on K nodes of different CPU families, predicted on every "
+                                  "node of another family (docs/crossarch.md)."),
+    seed: list[int] = typer.Option(None, "--seed", help="--calibrate: a seed of the calibration draw (repeatable; "
+                                                        "default 0, 1, 2)."),
+    seeds: str = typer.Option(None, "--seeds", help="--calibrate: seeds as a list, e.g. 0,1,2 or 3-5."),
+    suite: str = typer.Option("sparecores", "--suite", help="--calibrate: the imported suite whose profiles serve."),
 ) -> None:
     """Accuracy of the projection models on measured runs (MAPE, top-1/3, regret, noise floor), by a split."""
     from registry import evaluate as ev
 
+    if calibrate is not None:
+        from registry.cli.evaluate_calibrate import run_calibrate
+
+        if split != "app" or select or base or select_base or option:
+            raise UserError("--calibrate K takes none of --split, --select, --base, --select-base, --option")
+
+        run_calibrate(ctx, calibrate, _seed_list(seed, seeds), suite, models, predictions, as_json)
+        return
+    if seed or seeds:
+        raise UserError("--seed and --seeds only serve --calibrate K")
     if split not in ev.SPLITS:
         raise UserError(f"--split must be one of {', '.join(ev.SPLITS)}, not {split!r}")
     if (split == "cloud") != (select_base is not None):

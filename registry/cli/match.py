@@ -24,8 +24,20 @@ def match(
     budget: float = typer.Option(None, "--budget", help="Leave out nodes whose predicted cost per run exceeds X."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     no_store: bool = typer.Option(False, "--no-store", help="Only show the predictions; store nothing."),
+    from_runs: bool = typer.Option(False, "--from-runs", help="APP measured on 1-3 node types of an imported suite: "
+                                                              "projected onto every other node (docs/crossarch.md)."),
+    runs_on: str = typer.Option(None, "--runs-on", help="--from-runs: only the runs on these nodes (comma-separated)."),
+    suite: str = typer.Option("sparecores", "--suite", help="--from-runs: the imported suite of the nodes."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
+    if from_runs or runs_on:
+        from registry.cli.match_runs import match_from_runs
+        from registry.models.options import parse_assignments
+
+        name = "similar-runs" if model == "similarity" else model
+        match_from_runs(state(ctx).registry(readonly=True), trace, model=name, options=parse_assignments(option),
+                        suite=suite, runs_on=runs_on, objective=objective, top=top, as_json=as_json)
+        return
     from registry.match import caveats as caveats_mod
     from registry.match.capacity import apply_capacity, node_memory
     from registry.match.cost import apply_objective, check_objective

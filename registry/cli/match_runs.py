@@ -1,0 +1,40 @@
+"""`nodereg match APP --from-runs`: an app measured on a few node types, projected onto every node of
+an imported suite (registry.crossarch.project; docs/crossarch.md)."""
+
+from __future__ import annotations
+
+from registry.cli.output import err_console, print_json, print_table
+from registry.errors import UserError
+
+
+def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str, runs_on: str | None,
+                    objective: str, top: int | None, as_json: bool) -> None:
+    from registry.crossarch.data import app_runs, load, single_threaded
+    from registry.crossarch.project import from_runs
+
+    if objective not in ("time", "cost"):
+        raise UserError(f"--objective must be time or cost, not {objective!r}")
+    on = [n.strip() for n in runs_on.split(",") if n.strip()] if runs_on else None
+    times, all_single = app_runs(registry, app, on)
+    data = load(registry, suite)
+    ranked = from_runs(data, app, times, model, options, single_threaded(app) or all_single, objective)
+    measured = sorted(n for n in times if n in data.nodes.index)
+    ignored = sorted(n for n in times if n not in data.nodes.index)
+    shown = ranked[:top] if top else ranked
+    if as_json:
+        print_json({"app": app, "model": model, "suite": suite, "objective": objective, "measured_on": measured,
+                    "ignored_runs_on": ignored, "currency": data.currency,
+                    "nodes": [{"rank": i + 1, **r.__dict__} for i, r in enumerate(shown)]})
+        return
+    rows = [{"rank": i + 1, "node": r.node, "predicted_s": r.predicted_s,
+             "interval_s": f"{r.low_s:.3g} - {r.high_s:.3g}",
+             "cpu_family": r.cpu_family, "arch": r.architecture,
+             "cost": None if r.cost is None else f"{r.cost:.3g} {data.currency}",
+             "warnings": "; ".join(r.warnings)} for i, r in enumerate(shown)]
+    print_table(rows, title=f"{app} measured on {', '.join(measured)}: predicted by {model}, by {objective} "
+                            f"({len(ranked)} nodes)")
+    if ignored:
+        err_console.print(f"runs not used (node not in the suite {suite!r}): {', '.join(ignored)}")
+    cross = sum(any("predicted from" in w for w in r.warnings) for r in ranked)
+    if cross:
+        err_console.print(f"warning: {cross} nodes are of an architecture none of the measured nodes has")

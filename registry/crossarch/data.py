@@ -1,0 +1,127 @@
+"""The data of cross-node prediction: a suite's micro-benchmark costs, the apps' measured times and
+what each node is (architecture, CPU family, vCPUs), as three aligned tables.
+
+Read from a registry (`load`: the latest profile of each node in the suite, the median measured time
+of each app on each node at the node's default thread count), or built directly (the tests make a
+synthetic world). The names of apps follow the Spare Cores import (SPARECORES_CONTRACT):
+``geekbench:<workload>:single|multi``, ``compression:<algo>-<level>:compress|decompress:1t|all``,
+``redis:...``, ``static_web:...``; other names are apps of one family each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from registry.errors import UserError
+
+@dataclass
+class CrossData:
+    """costs: index node, columns config_key, time-like cost (lower faster), NaN = not measured.
+    times: index node, columns app, seconds, NaN = not measured.
+    nodes: index node; columns architecture, cpu_family, n_cpus (others allowed).
+    prices: node -> price per hour in one currency (None: unknown)."""
+
+    costs: pd.DataFrame
+    times: pd.DataFrame
+    nodes: pd.DataFrame
+    prices: pd.Series | None = None
+    currency: str | None = None
+
+    def __post_init__(self) -> None:
+        index = self.nodes.index
+        self.costs = self.costs.reindex(index).astype(float)
+        self.times = self.times.reindex(index).astype(float)
+        for frame in (self.costs, self.times):
+            frame[~(frame > 0)] = np.nan
+
+    @property
+    def apps(self) -> list[str]:
+        return list(self.times.columns)
+
+    def family(self, node: str) -> str:
+        return str(self.nodes.at[node, "cpu_family"])
+
+    def architecture(self, node: str) -> str:
+        return str(self.nodes.at[node, "architecture"])
+
+
+def app_family(app: str) -> str:
+    """The apps that must not serve as references when `app` is predicted: one Geekbench workload
+    (single and multi), one compression algorithm (every level, direction and thread count), all of
+    Redis, all of the static web server; any other app is a family of its own."""
+    parts = app.split(":")
+    if parts[0] == "geekbench" and len(parts) >= 2:
+        return f"geekbench:{parts[1]}"
+    if parts[0] == "compression" and len(parts) >= 2:
+        return f"compression:{parts[1].split('-')[0]}"
+    if parts[0] in ("redis", "static_web"):
+        return parts[0]
+    return app
+
+
+def app_group(app: str) -> str:
+    """The evaluation's group of an app (registry.io.sparecores.apps.app_group); 'other' for an app
+    that is not a Spare Cores one."""
+    from registry.io.sparecores.apps import app_group as sparecores_group
+
+    return sparecores_group(app) or "other"
+
+
+def single_threaded(name: str) -> bool:
+    """Whether an app or a micro-benchmark config runs on one CPU (its name ends in ':1t' or
+    ':single'); the rest use all of the node's CPUs."""
+    return name.endswith(":1t") or name.endswith(":single")
+
+
+def load(registry, suite: str = "sparecores") -> CrossData:
+    """The suite's costs (registry.suites.suite_costs: each node's latest profile in it), every app's
+    median time per node (runs at the node's default thread count: threads NULL, 1, or all CPUs),
+    the node table and the current prices (when they share one currency)."""
+    from registry.db.read import read_frame
+    from registry.prices import current_prices
+    from registry.suites import node_table, suite_costs
+
+    costs = suite_costs(registry, suite)
+    if costs.empty:
+        raise UserError(f"no node has a profile in the suite {suite!r} (import one first: "
+                        "`nodereg import sparecores DIR`)")
+    with registry.connect() as conn:
+        runs = read_frame(conn, """
+            SELECT a.name AS app, n.name AS node, r.time_s
+            FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+            WHERE r.time_s > 0 AND (r.threads IS NULL OR r.threads = 1 OR n.n_cpus IS NULL
+                                    OR r.threads = n.n_cpus)""")
+        prices = current_prices(conn)
+    nodes = node_table(registry).loc[lambda f: f.index.isin(costs.index)]
+    nodes["cpu_family"] = nodes["cpu_family"].fillna(nodes["cpu_model"]).fillna("unknown")
+    nodes["architecture"] = nodes["architecture"].fillna("unknown")
+    times = runs.groupby(["node", "app"])["time_s"].median().unstack("app") if len(runs) else pd.DataFrame()
+    priced = {n: p for n, p in prices.items() if n in nodes.index}
+    currencies = {c for _, c in priced.values()}
+    price = pd.Series({n: p for n, (p, _) in priced.items()}, dtype=float) if len(currencies) == 1 else None
+    return CrossData(costs, times, nodes[["architecture", "cpu_family", "n_cpus"]], price,
+                     currencies.pop() if len(currencies) == 1 else None)
+
+
+def app_runs(registry, app: str, on: list[str] | None = None) -> tuple[dict[str, float], bool]:
+    """The app's median measured time per node (only the nodes `on`, when given), and whether every
+    run was single-threaded (threads = 1)."""
+    from registry.db.read import read_frame
+
+    with registry.connect() as conn:
+        runs = read_frame(conn, """
+            SELECT n.name AS node, r.time_s, r.threads
+            FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+            WHERE a.name = :app AND r.time_s > 0""", {"app": app})
+    if runs.empty:
+        raise UserError(f"no measured runs of {app!r} (`nodereg runs add {app} NODE --time S`)")
+    if on:
+        missing = sorted(set(on) - set(runs["node"]))
+        if missing:
+            raise UserError(f"{app} has no measured run on {', '.join(missing)}")
+        runs = runs[runs["node"].isin(on)]
+    times = runs.groupby("node")["time_s"].median()
+    return {str(n): float(t) for n, t in times.items()}, bool((runs["threads"] == 1).all())

@@ -1,0 +1,58 @@
+"""The figures of a `--calibrate K` evaluation as tables, and the issue's targets checked against them
+(printed beside the baselines; docs/crossarch.md)."""
+
+from __future__ import annotations
+
+GROUP_SLICES = ("geekbench-single", "geekbench-multi", "compression", "redis-web")
+ARCH_SLICES = ("x86->arm", "arm->x86")
+
+
+def pct(value):
+    return None if value is None else round(100 * value, 1)
+
+
+def overall_rows(summary: list[dict]) -> list[dict]:
+    """One row per model: its figures over every fold."""
+    return [{"model": r["model"], "kind": r["kind"], "folds": r["folds"], "predictions": r["predictions"],
+             "median err %": pct(r["median_ae"]), "p90 err %": pct(r["p90_ae"]),
+             "Spearman": None if r["spearman"] is None else round(r["spearman"], 3), "top-1 %": pct(r["top1"]),
+             "regret %": pct(r["regret"]), "coverage %": pct(r["coverage"])}
+            for r in summary if r["slice"] == "all"]
+
+
+def slice_rows(summary: list[dict], measure: str = "median_ae") -> tuple[list[dict], list[str]]:
+    """One row per model, one column per slice (app group, x86->arm, arm->x86): `measure` in %."""
+    slices = [s for s in (*GROUP_SLICES, *ARCH_SLICES) if any(r["slice"] == s for r in summary)]
+    rows: dict[str, dict] = {}
+    for r in summary:
+        if r["slice"] in slices:
+            rows.setdefault(r["model"], {"model": r["model"]})[r["slice"]] = pct(r[measure])
+    return list(rows.values()), ["model", *slices]
+
+
+def targets(summary: list[dict], k: int, model: str) -> list[tuple[str, bool | None]]:
+    """The issue's targets for `model` at this K: (what, met?) with None where there is no figure."""
+    by = {(r["model"], r["slice"]): r for r in summary}
+    mine = by.get((model, "all"))
+    if mine is None or mine["median_ae"] is None:
+        return []
+    out: list[tuple[str, bool | None]] = []
+    if k >= 3:
+        out += [(f"median error {pct(mine['median_ae'])}% <= 10%", mine["median_ae"] <= 0.10),
+                (f"90th percentile {pct(mine['p90_ae'])}% <= 30%", mine["p90_ae"] <= 0.30),
+                (f"median Spearman {mine['spearman']:.3f} >= 0.95", (mine["spearman"] or 0) >= 0.95)]
+        rivals = sorted({m for m, s in by if s == "all" and m != model and by[(m, s)]["kind"] != "model"})
+    else:
+        out.append((f"median error {pct(mine['median_ae'])}% <= 15%", mine["median_ae"] <= 0.15))
+        rivals = ["geekbench-ratio"]
+    for s in (*GROUP_SLICES, *(("x86->arm",) if k >= 3 else ())):
+        me = by.get((model, s))
+        for rival in rivals:
+            other = by.get((rival, s))
+            if me is None or other is None or me["median_ae"] is None or other["median_ae"] is None:
+                continue
+            out.append((f"{s}: {pct(me['median_ae'])}% < {rival} {pct(other['median_ae'])}%",
+                        me["median_ae"] < other["median_ae"]))
+    if mine["coverage"] is not None:
+        out.append((f"80% interval covers {pct(mine['coverage'])}% (70-90%)", 0.70 <= mine["coverage"] <= 0.90))
+    return out

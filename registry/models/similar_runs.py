@@ -1,0 +1,215 @@
+"""`similar-runs`: an app measured on a few nodes, projected onto every node by the references whose
+pattern over those nodes resembles the app's (registry/crossarch; docs/crossarch.md).
+
+The references are things measured on every node: micro-benchmark configs and other applications.
+Their features are their log costs on the calibration nodes relative to the base node (``cal.<node>``
+columns; any other numeric features serve as the pattern when there are none), ``meta.single`` (1:
+runs on one CPU) and ``meta.app`` (1: an application rather than a micro-benchmark). In log space a
+reference r projects the app onto node n as ``L[r, n] + b_r``, where the offset b_r is the mean gap
+between the app and r over the calibration nodes; the prediction is a weighted mean over references,
+weight = prior x exp(-SSE_r / 2s^2), SSE_r the squared mismatch of the centred patterns (Bayesian
+averaging over "the app behaves like reference r"). With one calibration node every pattern fits,
+and the prior decides: references of the app's thread class (1 CPU or all), applications weighted
+``app_weight`` times a micro-benchmark.
+
+The tolerance s and ``app_weight`` are not tuned by hand: each fit chooses them from a small grid by
+predicting every reference application from the others (its whole family left out) with the same
+calibration nodes, scored by the median absolute error on the other nodes: nested cross-validation
+inside the reference data. The residuals of that choice give the intervals: per node, the quantile
+of the reference applications' absolute log errors at the nominal coverage (split-conformal in
+spirit; calibrated on apps, not on the app predicted).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from registry.errors import UserError
+from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query,
+                                  ReferenceSet)
+from registry.models.options import Option
+
+CAL = "cal."
+SINGLE = "meta.single"
+IS_APP = "meta.app"
+OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much
+TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
+APP_WEIGHTS = (1.0, 10.0, 100.0)
+INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
+
+
+def pattern_columns(columns: list[str]) -> list[str]:
+    """The features that are a reference's pattern over the calibration nodes."""
+    cal = [c for c in columns if c.startswith(CAL)]
+    return cal or [c for c in columns if not c.startswith("meta.")]
+
+
+def family_codes(names: list[str]) -> np.ndarray:
+    """An integer per reference: references of one app family share it (crossarch.data.app_family)."""
+    from registry.crossarch.data import app_family
+
+    seen: dict[str, int] = {}
+    return np.array([seen.setdefault(app_family(str(n)), len(seen)) for n in names])
+
+
+def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
+                        ) -> np.ndarray:
+    """Log predictions on every node (columns of L) of queries q (Q x C patterns) from references with
+    patterns F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused)."""
+    # the gaps q - F_r without a Q x R x C array (C may be thousands of measured nodes):
+    # b = mean gap, SSE = sum of squared gaps - C b^2
+    c = F.shape[1]
+    b = q.mean(axis=1)[:, None] - F.mean(axis=1)[None, :]
+    sq = (q ** 2).sum(axis=1)[:, None] - 2 * q @ F.T + (F ** 2).sum(axis=1)[None, :]
+    sse = np.maximum(sq - c * b ** 2, 0.0)
+    with np.errstate(divide="ignore"):
+        logw = np.log(prior) - sse / (2 * tolerance ** 2)
+    logw -= np.nanmax(np.where(np.isfinite(logw), logw, -np.inf), axis=1, keepdims=True)
+    w = np.where(np.isfinite(logw), np.exp(logw), 0.0)
+    measured = np.isfinite(L)
+    Lz = np.where(measured, L, 0.0)
+    num = w @ Lz + (w * b) @ measured
+    den = w @ measured
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
+    """The q-quantile of each column's finite values (lower value, no interpolation); NaN for a column
+    with fewer than `at_least` of them. np.nanquantile per column, without its per-column Python loop."""
+    n = np.isfinite(x).sum(axis=0)
+    ordered = np.sort(np.where(np.isfinite(x), x, np.inf), axis=0)
+    k = np.clip(np.ceil(q * n).astype(int) - 1, 0, max(x.shape[0] - 1, 0))
+    out = ordered[k, np.arange(x.shape[1])] if x.shape[0] else np.full(x.shape[1], np.nan)
+    return np.where(n >= max(at_least, 1), out, np.nan)
+
+
+def node_predictions(nodes: list[str], known: list[str], base_s: float, log: np.ndarray, half: np.ndarray,
+                     explanation: dict | None = None) -> list[NodePrediction]:
+    """One NodePrediction per node asked for (NaN where `known` lacks it or the log ratio is NaN):
+    time = base x exp(log), interval x exp(-/+ half)."""
+    where = {n: i for i, n in enumerate(known)}
+    idx = np.array([where.get(n, -1) for n in nodes], dtype=int)
+    ok = idx >= 0
+    r = np.where(ok, log[np.where(ok, idx, 0)], np.nan)
+    h = np.where(ok, half[np.where(ok, idx, 0)], np.nan)
+    t = base_s * np.exp(r)
+    lo, hi = t * np.exp(-h), t * np.exp(h)
+    return [NodePrediction(n, float(a), float(b), float(c), dict(explanation or {}))
+            for n, a, b, c in zip(nodes, t.tolist(), lo.tolist(), hi.tolist())]
+
+
+class SimilarRunsModel(ProjectionModel):
+    """Similarity-weighted projection of an app measured on a few nodes (module docstring)."""
+
+    name = "similar-runs"
+    description = ("an app measured on 1-3 nodes: references whose pattern over those nodes matches, their "
+                   "ratios averaged by similarity (tolerance chosen by inner CV on the reference apps)")
+    needs = frozenset({NEEDS_SIGNATURES})
+    options = (Option("coverage", float, 0.8, "nominal coverage of the interval", low=0.5, high=0.99),
+               Option("tolerance", float, None, "pattern tolerance s in log units (default: chosen by inner "
+                                                "cross-validation on the reference apps)", low=0.001),)
+
+    def __init__(self, coverage: float = 0.8, tolerance: float | None = None):
+        self.coverage, self.tolerance = float(coverage), tolerance
+        self.fitted: dict | None = None
+
+    # -- fit -----------------------------------------------------------------------------------
+
+    def fit(self, refs: ReferenceSet) -> SimilarRunsModel:
+        feats, ratio = refs.feature_matrix, refs.ratio_matrix
+        cols = pattern_columns(list(feats.columns))
+        if not cols:
+            raise UserError("similar-runs needs references with a pattern over the calibration nodes")
+        at = {c: i for i, c in enumerate(feats.columns)}
+        F = feats.values[:, [at[c] for c in cols]]
+        keep = np.all(np.isfinite(F), axis=1) & np.isfinite(ratio.values).any(axis=1)
+        if keep.sum() < 2:
+            raise UserError("similar-runs needs at least 2 references measured on every calibration node")
+        meta = {k: (feats.values[keep, at[k]] if k in at else np.zeros(keep.sum())) for k in (SINGLE, IS_APP)}
+        self.fitted = {"columns": cols, "nodes": list(ratio.columns),
+                       "refs": [feats.rows[i] for i in np.flatnonzero(keep)],
+                       "F": F[keep], "L": ratio.values[keep], "single": np.nan_to_num(meta[SINGLE]) > 0.5,
+                       "app": np.nan_to_num(meta[IS_APP]) > 0.5}
+        self.fitted["choice"] = {}   # per query thread class: (tolerance, app weight, half widths per node)
+        return self
+
+    def _prior(self, single: bool, app_weight: float) -> np.ndarray:
+        f = self.fitted
+        return np.where(f["single"] == single, 1.0, OTHER_THREAD_PRIOR) * np.where(f["app"], app_weight, 1.0)
+
+    def _choose(self, single: bool) -> tuple[float, float, np.ndarray]:
+        """(tolerance, app weight, per-node half width of the interval) for queries of this thread
+        class, by predicting each reference app of the class from the others (family left out)."""
+        f = self.fitted
+        key = bool(single)
+        if key in f["choice"]:
+            return f["choice"][key]
+        targets = np.flatnonzero(f["app"] & (f["single"] == single))
+        if len(targets) < 5:
+            targets = np.flatnonzero(f["single"] == single) if (f["single"] == single).sum() >= 5 else \
+                np.arange(len(f["refs"]))
+        fam = family_codes(f["refs"])
+        cal_nodes = {c[len(CAL):] for c in f["columns"]}
+        others = np.array([i for i, n in enumerate(f["nodes"]) if n not in cal_nodes])
+        if len(others) > INNER_NODES:
+            others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
+        L = f["L"][:, others]
+        grid = [(t, a) for t in ((self.tolerance,) if self.tolerance else TOLERANCES) for a in APP_WEIGHTS]
+        best = None
+        for tol, weight in grid:
+            prior = np.tile(self._prior(single, weight), (len(targets), 1))
+            prior[fam[None, :] == fam[targets][:, None]] = 0.0
+            pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
+            err = np.abs(pred - L[targets])
+            score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
+            if best is None or score < best[0]:
+                best = (score, tol, weight, err)
+        _, tol, weight, err = best
+        glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
+        half = np.full(len(f["nodes"]), glob)
+        per = column_quantile(err, self.coverage, at_least=10)
+        # a node's own quantile where enough apps say so, else the pooled one; nodes not scored: pooled
+        half[others] = np.where(np.isfinite(per), per, glob)
+        f["choice"][key] = (tol, weight, half)
+        return f["choice"][key]
+
+    # -- predict -------------------------------------------------------------------------------
+
+    def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        if self.fitted is None:
+            raise NotFittedError(self.name)
+        f = self.fitted
+        sig = dict(query.signature.items()) if hasattr(query.signature, "items") else dict(query.signature)
+        missing = [c for c in f["columns"] if c not in sig]
+        if missing:
+            raise UserError(f"similar-runs: the query has no value for {', '.join(missing[:3])}")
+        q = np.array([float(sig[c]) for c in f["columns"]])
+        single = float(sig.get(SINGLE, 0.0)) > 0.5
+        tol, weight, half = self._choose(single)
+        log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
+        return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
+                                {"tolerance": tol, "app_weight": weight})
+
+    # -- storage -------------------------------------------------------------------------------
+
+    def params(self) -> dict:
+        if self.fitted is None:
+            raise NotFittedError(self.name)
+        f = self.fitted
+        return {"coverage": self.coverage, "tolerance": self.tolerance, "columns": f["columns"], "nodes": f["nodes"],
+                "refs": [str(r) for r in f["refs"]], "F": f["F"].tolist(),
+                "L": [[None if not np.isfinite(v) else float(v) for v in row] for row in f["L"]],
+                "single": f["single"].tolist(), "app": f["app"].tolist()}
+
+    @classmethod
+    def from_params(cls, params: dict) -> SimilarRunsModel:
+        model = cls(params.get("coverage", 0.8), params.get("tolerance"))
+        if "F" in params:
+            model.fitted = {"columns": list(params["columns"]), "nodes": list(params["nodes"]),
+                            "refs": list(params["refs"]), "F": np.array(params["F"], dtype=float),
+                            "L": np.array([[np.nan if v is None else v for v in row] for row in params["L"]],
+                                          dtype=float),
+                            "single": np.array(params["single"], dtype=bool),
+                            "app": np.array(params["app"], dtype=bool), "choice": {}}
+        return model

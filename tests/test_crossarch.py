@@ -1,0 +1,218 @@
+"""Cross-node prediction from a few measured node types (registry.crossarch, models similar-runs and
+the single-ratio baselines), on a synthetic world where the right answer is known: every node has a
+per-core speed, a memory speed and a vCPU count; micro-benchmarks and apps are known mixes of them
+plus noise, so a predictor that picks the wrong references or mis-scales fails."""
+
+import csv
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from registry.crossarch import evaluate as cal
+from registry.crossarch.data import CrossData, app_family
+from registry.crossarch.project import from_runs
+from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
+from registry.models.plugins import create
+from conftest import assert_one_line_error, both_backends
+
+FAMILIES = [("Zen 4", "x86_64"), ("Zen 3", "x86_64"), ("Ice Lake", "x86_64"), ("Cascade Lake", "x86_64"),
+            ("Graviton3", "aarch64"), ("Graviton4", "aarch64")]
+
+
+def world(seed=0, nodes_per_family=12, noise=0.01):
+    """(CrossData, exponents of each app): cost = core^a * mem^b * (1 / vcpus)^c, log-normal noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for fam, arch in FAMILIES:
+        core_f, mem_f = rng.uniform(0.6, 1.6), rng.uniform(0.6, 1.6)
+        for i in range(nodes_per_family):
+            rows.append({"node": f"{fam.replace(' ', '')}-{i}", "cpu_family": fam, "architecture": arch,
+                         "n_cpus": int(rng.choice([2, 4, 8, 16, 32, 64])),
+                         "core": core_f * rng.uniform(0.9, 1.1), "mem": mem_f * rng.uniform(0.8, 1.25)})
+    nodes = pd.DataFrame(rows).set_index("node")
+    log_core, log_mem, log_cpu = (np.log(1 / nodes["core"]), np.log(1 / nodes["mem"]), -np.log(nodes["n_cpus"]))
+
+    def cost(a, b, c, sd=noise):
+        return np.exp(a * log_core + b * log_mem + c * log_cpu + rng.normal(0, sd, len(nodes)))
+
+    configs = {}
+    for i, (a, b) in enumerate([(1, 0), (0, 1), (0.5, 0.5), (0.8, 0.2), (0.2, 0.8), (1, 0.3), (0.3, 1)]):
+        configs[f"sc:micro{i}:1t"] = cost(a, b, 0)
+        configs[f"sc:micro{i}:all"] = cost(a, b, 1)
+    mixes = {"geekbench:alpha:single": (0.9, 0.1, 0), "geekbench:beta:single": (0.6, 0.4, 0),
+             "geekbench:gamma:single": (0.3, 0.7, 0), "geekbench:alpha:multi": (0.9, 0.1, 1),
+             "geekbench:beta:multi": (0.6, 0.4, 1), "geekbench:gamma:multi": (0.3, 0.7, 0.9),
+             "compression:zstd-1:compress:1t": (0.7, 0.3, 0), "compression:zstd-1:compress:all": (0.7, 0.3, 1),
+             "compression:lz4-1:compress:1t": (0.4, 0.6, 0), "redis:set:p1": (0.5, 0.5, 0.5)}
+    times = pd.DataFrame({app: cost(*abc) for app, abc in mixes.items()}, index=nodes.index)
+    table = nodes[["architecture", "cpu_family", "n_cpus"]]
+    return CrossData(pd.DataFrame(configs, index=nodes.index), times, table), mixes
+
+
+def test_app_families_leave_out_related_variants():
+    assert app_family("compression:zstd-3:compress:1t") == app_family("compression:zstd-22:decompress:all")
+    assert app_family("geekbench:clang:single") == app_family("geekbench:clang:multi") != app_family(
+        "geekbench:hdr:single")
+    assert app_family("redis:set:p1") == app_family("redis:set:p64")
+    assert app_family("myapp") == "myapp"
+
+
+def test_references_leave_out_the_apps_family_and_add_the_baselines_rows():
+    data, _ = world()
+    bank = ReferenceBank(data)
+    cal_nodes = ["Zen4-0", "Graviton3-1", "IceLake-2"]
+    refs = bank.reference_set(app_family("geekbench:alpha:single"), cal_nodes)
+    rows = refs.feature_matrix.rows
+    assert "geekbench:alpha:multi" not in rows and "geekbench:beta:single" in rows
+    assert VCPUS in rows and GEEKBENCH_SCORE + "single" in rows
+    # the score left the app's own workload out: the geometric mean of beta and gamma
+    score = refs.ratio_matrix.values[rows.index(GEEKBENCH_SCORE + "single")]
+    logs = np.log(data.times[["geekbench:beta:single", "geekbench:gamma:single"]]).mean(axis=1)
+    assert np.allclose(score, logs - logs["Zen4-0"])
+    q = query("geekbench:alpha:single", data.times["geekbench:alpha:single"], cal_nodes, True)
+    assert q.signature["cal.Zen4-0"] == 0.0 and q.base_time_s == data.times.at["Zen4-0", "geekbench:alpha:single"]
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_calibration_rule_takes_k_families_and_targets_none_of_them(k):
+    data, _ = world()
+    app = "compression:zstd-1:compress:1t"
+    first, again, other = (cal.calibration_nodes(data, app, k, s) for s in (0, 0, 1))
+    assert first == again and len(first) == k and first != other
+    assert len({data.family(n) for n in first}) == k
+    goal = cal.targets(data, app, first)
+    assert goal and not {data.family(n) for n in goal} & {data.family(n) for n in first}
+    assert cal.calibration_nodes(data, app, len(FAMILIES) + 1, 0) == []   # not that many families
+
+
+def test_similar_runs_finds_the_app_in_a_known_world_and_beats_the_baselines():
+    """With 3 calibration nodes an app that is a mix of core and memory speed (and vCPUs) is found
+    among the references: its error is near the noise, far below the single-ratio baselines'."""
+    data, _ = world(noise=0.01)
+    result = cal.run(data, ["similar-runs", "vcpu-ratio", "best-micro-ratio", "geekbench-ratio"], 3, [0, 1])
+    table = {r["model"]: r for r in cal.summary(data, result) if r["slice"] == "all"}
+    assert not result.errors
+    mine = table["similar-runs"]
+    assert mine["median_ae"] < 0.05 and mine["spearman"] > 0.95
+    for baseline in ("vcpu-ratio", "geekbench-ratio"):
+        assert mine["median_ae"] < table[baseline]["median_ae"]
+    assert table["oracle"]["median_ae"] <= table["best-micro-ratio"]["median_ae"] + 1e-12
+    assert 0.5 <= mine["coverage"] <= 1.0
+    slices = {r["slice"] for r in cal.summary(data, result)}
+    assert {"geekbench-single", "geekbench-multi", "compression", "redis-web"} <= slices
+
+
+def test_vcpu_ratio_is_exact_for_an_app_that_scales_with_vcpus():
+    data, _ = world()
+    data.times["perfect"] = 100.0 / data.nodes["n_cpus"]
+    result = cal.run(data, ["vcpu-ratio"], 1, [0], apps=["perfect"])
+    p = result.predictions[result.predictions["model"] == "vcpu-ratio"]
+    assert np.allclose(p["predicted_s"], p["actual_s"])
+
+
+def test_predictions_rows_match_the_csv_contract():
+    data, _ = world()
+    result = cal.run(data, ["similar-runs"], 3, [0], apps=["redis:set:p1"])
+    p = result.predictions
+    assert list(p.columns[:8]) == ["model", "app", "node", "calibration", "predicted_s", "actual_s", "low_s",
+                                   "high_s"]
+    for _, row in p.iterrows():
+        assert row["node"] not in row["calibration"].split(";")
+        assert row["low_s"] <= row["predicted_s"] <= row["high_s"]
+
+
+def test_from_runs_ranks_by_time_and_cost_and_warns_across_architectures():
+    data, _ = world()
+    app = "compression:lz4-1:compress:1t"
+    measured = {n: data.times.at[n, app] for n in ("Zen4-0", "IceLake-1")}
+    data.prices = pd.Series(1.0 + np.arange(len(data.nodes)) % 5, index=data.nodes.index)
+    ranked = from_runs(data, app, measured)
+    assert [r.predicted_s for r in ranked] == sorted(r.predicted_s for r in ranked)
+    assert not {"Zen4-0", "IceLake-1"} & {r.node for r in ranked}
+    arm = [r for r in ranked if r.architecture == "aarch64"]
+    assert arm and all(any("predicted from x86_64 runs only" in w for w in r.warnings) for r in arm)
+    assert not any(w for r in ranked if r.architecture == "x86_64" for w in r.warnings)
+    errors = [abs(r.predicted_s / data.times.at[r.node, app] - 1) for r in ranked]
+    assert np.median(errors) < 0.1
+    by_cost = from_runs(data, app, measured, objective="cost")
+    assert [r.cost for r in by_cost] == sorted(r.cost for r in by_cost)
+
+
+def test_from_runs_without_a_node_of_the_suite_is_a_user_error():
+    data, _ = world()
+    with pytest.raises(Exception, match="none of the nodes it was measured on"):
+        from_runs(data, "x", {"elsewhere": 3.0})
+
+
+def test_similar_runs_saved_and_loaded_predicts_the_same():
+    data, _ = world()
+    bank = ReferenceBank(data)
+    cal_nodes = ["Zen4-0", "Graviton3-1"]
+    model = create("similar-runs").fit(bank.reference_set("redis", cal_nodes))
+    q = query("redis:set:p1", data.times["redis:set:p1"], cal_nodes, False)
+    back = type(model).from_params(json.loads(json.dumps(model.params())))
+    a, b = model.predict(q, ["Zen3-3", "Graviton4-2"]), back.predict(q, ["Zen3-3", "Graviton4-2"])
+    flat = lambda preds: [v for p in preds for v in (p.predicted_s, p.low_s, p.high_s)]  # noqa: E731
+    assert flat(a) == pytest.approx(flat(b))
+
+
+# ------------------------------------------------------------------------ through the CLI and a registry
+
+
+def _import_world(cli, db_url, root):
+    """Synthetic Spare Cores servers of several CPU families and speeds, imported."""
+    from sparecores_synth import Server, write_server
+
+    specs = [("AuthenticAMD", "AMD EPYC 9R14", 25, 17, "x86_64"), ("AuthenticAMD", "AMD EPYC 7R13", 25, 1, "x86_64"),
+             ("GenuineIntel", "Intel(R) Xeon(R) Platinum 8375C", 6, 106, "x86_64"),
+             ("ARM", "Neoverse-V1", None, 1, "aarch64")]
+    k = 0
+    for vendor_id, model_name, family, model, arch in specs:
+        for size, vcpus in (("large", 2), ("xlarge", 4), ("2xlarge", 8)):
+            k += 1
+            write_server(root, Server(name=f"t{k}.{size}", vcpus=vcpus, arch=arch, vendor_id=vendor_id,
+                                      model_name=model_name, family=family, model=model,
+                                      speed=0.7 + 0.1 * k))
+    (root / "COMMIT").write_text("abcd1234\n")
+    out = cli("--db", db_url, "import", "sparecores", str(root), "--workers", "1")
+    assert out.code == 0, out.err
+
+
+@both_backends
+def test_cli_evaluate_calibrate_and_match_from_runs(cli, db_url, tmp_path):
+    _import_world(cli, db_url, tmp_path / "clone")
+    out = cli("--db", db_url, "evaluate", "--calibrate", "2", "--seeds", "0-1", "--json",
+              "--predictions", str(tmp_path / "p.csv"))
+    assert out.code == 0, out.err
+    report = json.loads(out.out)
+    models = {r["model"] for r in report["summary"]}
+    assert {"similar-runs", "vcpu-ratio", "geekbench-ratio", "best-micro-ratio", "oracle"} <= models
+    assert report["seeds"] == [0, 1]
+    with open(tmp_path / "p.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and list(rows[0])[:8] == ["model", "app", "node", "calibration", "predicted_s", "actual_s",
+                                          "low_s", "high_s"]
+    assert all(len(r["calibration"].split(";")) == 2 and r["node"] not in r["calibration"] for r in rows)
+    match = cli("--db", db_url, "match", "geekbench:clang:single", "--from-runs", "--runs-on",
+                "aws:t1.large", "--json")
+    assert match.code == 0, match.err
+    ranked = json.loads(match.out)
+    assert ranked["measured_on"] == ["aws:t1.large"] and len(ranked["nodes"]) == 11
+    times = [n["predicted_s"] for n in ranked["nodes"]]
+    assert times == sorted(times)
+    arm = [n for n in ranked["nodes"] if n["architecture"] == "aarch64"]
+    assert arm and all("predicted from x86_64 runs only" in " ".join(n["warnings"]) for n in arm)
+
+
+def test_cli_errors(cli, db_url, tmp_path):
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--seeds", "x"), "--seeds")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--seed", "1"), "--calibrate")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--split", "size"), "--split")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3"), "no node has a profile")
+    _import_world(cli, db_url, tmp_path / "clone")
+    assert_one_line_error(cli("--db", db_url, "match", "nosuchapp", "--from-runs"), "no measured runs")
+    assert_one_line_error(cli("--db", db_url, "match", "geekbench:clang:single", "--from-runs", "--runs-on",
+                              "aws:nope"), "no measured run on aws:nope")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "2", "--models", "nope"), "--models")
