@@ -1,0 +1,150 @@
+"""Parsers of the application tasks: each tool's own output -> AppResults (time = work / rate).
+
+Names, jobs and groups are those of registry.io.sparecores.apps. Like the micro-benchmark
+parsers, each raises ValueError when the text is not the tool's output at all and drops single
+figures that are missing or not finite.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+
+from registry.io.sparecores.apps import COMPRESSION_WORK, GEEKBENCH_WORK, REQUESTS_WORK
+from registry.io.sparecores.micro import size_label
+from registry.io.sparecores.records import AppResult
+
+
+def _rate(value) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) and x > 0 else None
+
+
+def _run(app: str, threads: int | None, work: float, rate, unit: str, task: str) -> AppResult | None:
+    r = _rate(rate)
+    return None if r is None else AppResult(app, threads, work / r, work, r, unit, task)
+
+
+def _keep(items) -> list[AppResult]:
+    out, seen = [], set()
+    for a in items:
+        if a is not None and a.app not in seen:
+            seen.add(a.app)
+            out.append(a)
+    return out
+
+
+_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_THROUGHPUT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([KMGT]?)(B|[A-Za-z]+)/sec\s*$")
+_BASE_UNIT = {"B": "bytes"}
+
+
+def geekbench_rate(description: str) -> tuple[float, str] | None:
+    """'10.3 Klines/sec' -> (10300.0, 'lines/s'), '1.2 GB/sec' -> (1.2e9, 'bytes/s'); None if not a rate."""
+    m = _THROUGHPUT.match(str(description))
+    if not m:
+        return None
+    prefix, noun = m[2], m[3]
+    if noun[0].isupper() and noun not in _BASE_UNIT and not prefix and noun[0] in _PREFIX:
+        prefix, noun = noun[0], noun[1:]          # "Mpixels": the prefix is glued to the noun
+    return float(m[1]) * _PREFIX[prefix], f"{_BASE_UNIT.get(noun, noun)}/s"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def parse_geekbench(text: str) -> list[AppResult]:
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError("not a Geekbench results object")
+    out, sections = [], 0
+    for section, mode, threads in (("Single-Core Performance", "single", 1), ("Multi-Core Performance", "multi", None)):
+        workloads = doc.get(section)
+        if not isinstance(workloads, dict):
+            continue
+        sections += 1
+        for workload, result in workloads.items():
+            slug = _slug(str(workload))
+            if slug not in GEEKBENCH_WORK or not isinstance(result, dict):
+                continue                           # the composite "Score" has no throughput
+            rate = geekbench_rate(result.get("description", ""))
+            if rate is not None:
+                out.append(_run(f"geekbench:{slug}:{mode}", threads, GEEKBENCH_WORK[slug], rate[0], rate[1],
+                                "geekbench"))
+    if not sections:
+        raise ValueError("no 'Single-Core Performance' or 'Multi-Core Performance' section")
+    return _keep(out)
+
+
+def parse_compression(text: str) -> list[AppResult]:
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError("not an {algo: {level: [...]}} object")
+    out = []
+    for algo, levels in doc.items():
+        if not isinstance(levels, dict) or not re.fullmatch(r"[a-z0-9_]+", str(algo)):
+            continue
+        for level, entries in levels.items():
+            if not isinstance(entries, list):
+                continue
+            counts = sorted({e.get("threads") for e in entries
+                             if isinstance(e, dict) and isinstance(e.get("threads"), int) and e["threads"] > 0})
+            for e in entries:
+                if not isinstance(e, dict) or e.get("threads") not in counts:
+                    continue
+                n = e["threads"]
+                if n != 1 and n != counts[-1]:
+                    continue
+                name = str(algo) if level in (None, "null", "") else f"{algo}-{level}"
+                block = (e.get("extra_args") or {}).get("block_size") if isinstance(e.get("extra_args"), dict) else None
+                if isinstance(block, int) and block > 0:
+                    name += f"-b{size_label(block)}"
+                if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+                    continue
+                threads, tag = (1, "1t") if n == 1 else (None, "all")
+                for op in ("compress", "decompress"):
+                    out.append(_run(f"compression:{name}:{op}:{tag}", threads, COMPRESSION_WORK, e.get(op),
+                                    "bytes/s", "compression_text"))
+    return _keep(out)
+
+
+def _csv_rows(text: str, needed: set[str]) -> list[dict]:
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or not needed <= set(rows[0]):
+        raise ValueError(f"not CSV with columns {', '.join(sorted(needed))}")
+    return rows
+
+
+def parse_redis(text: str) -> list[AppResult]:
+    out = []
+    for r in _csv_rows(text, {"operation", "pipeline", "rps"}):
+        op, pipeline = (r.get("operation") or "").strip().lower(), (r.get("pipeline") or "").strip()
+        if re.fullmatch(r"[a-z]+", op) and pipeline.isdigit():
+            out.append(_run(f"redis:{op}:p{int(pipeline)}", None, REQUESTS_WORK, r.get("rps"), "requests/s", "redis"))
+    return _keep(out)
+
+
+def parse_static_web(text: str, vcpus: int | None) -> list[AppResult]:
+    """Best requests/s over wrk's thread counts, per file size and connections per vCPU."""
+    if not vcpus:
+        raise ValueError("the node's vCPUs are unknown (connections are per vCPU)")
+    best: dict[str, float] = {}
+    for r in _csv_rows(text, {"size", "connections", "rps"}):
+        size, conn, rps = (r.get("size") or "").strip(), (r.get("connections") or "").strip(), _rate(r.get("rps"))
+        if not re.fullmatch(r"[0-9]+[kmg]?", size) or not conn.isdigit() or rps is None:
+            continue
+        if (r.get("failed") or "0").strip() not in ("0", ""):
+            continue
+        per_vcpu = int(conn) / vcpus
+        label = f"{per_vcpu:g}"
+        app = f"static_web:{size}:c{label}"
+        best[app] = max(best.get(app, 0.0), rps)
+    return [AppResult(app, None, REQUESTS_WORK / rps, REQUESTS_WORK, rps, "requests/s", "static_web")
+            for app, rps in best.items()]
