@@ -235,6 +235,8 @@ class Inputs:
     runs: list[tuple]            # the app's measured runs on the base node: (uid, threads, time_s), oldest first
     base_time_s: float
     stream_refs: object = None   # registry.match.streams.StreamRefs, for a model that needs streams
+    suite: str = "nodereg"       # the suite of configs the references are drawn from
+    exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
 
 
 _BASE_RUNS = """
@@ -243,14 +245,18 @@ WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 
 def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
-                nodes: list[str] | None = None, model: str = PROJECTION) -> Inputs:
+                nodes: list[str] | None = None, model: str = PROJECTION, suite: str | None = None,
+                exclude: tuple[str, ...] = ()) -> Inputs:
     """What projecting the traced app onto every node (or `nodes`) with `model` reads, checked. A
-    model that needs streams (corredor) projects the phases that carry them (registry.match.streams)."""
+    model that needs streams (corredor) projects the phases that carry them (registry.match.streams).
+    `suite`: the configs compared (default: registry.match.references.choose_suite); `exclude`:
+    config key prefixes that are not references."""
     trace = found.trace
     base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
         raise UserError(f"the trace of {trace.name!r} ended with status {trace.status!r}: trace a successful run")
-    profiles = refs_mod.load_profiles(conn, base, nodes)
+    suite = suite or refs_mod.choose_suite(conn, base, nodes)
+    profiles = refs_mod.load_profiles(conn, base, nodes, suite, tuple(exclude))
     targets = nodes or profiles.nodes()
     missing = sorted(set(targets) - set(profiles.nodes()))
     if missing:
@@ -272,7 +278,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
-                  stream_match.load_refs(conn) if streamed else None)
+                  stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude))
 
 
 def model_identity(model: str) -> tuple[str, str]:

@@ -5,11 +5,18 @@ Keys follow the import contract: ``sparecores:<task>:<what>[:<param>...]:<thread
 ran upstream (SpareCores/sc-inspector, inspector/tasks.py, and SpareCores/sc-images):
 
 - ``stressng``: stress-ng's stressors one at a time, on 1 and on all CPUs (bogo ops/s, real time);
+- ``stressng:cpu_all``: the older stressng / stressngsinglecore tasks, ``stress-ng --cpu N`` (every
+  cpu method in turn), N = all and 1: measured on more servers than the 85-stressor task;
 - ``stressngfull``: ``stress-ng --cpu N --cpu-method div16`` (the "SCore"), N = 1 and all;
 - ``openssl``: ``openssl speed -mr -elapsed -multi $(nproc) -evp ALG`` per block size (bytes/s);
 - ``membench``: SpareCores/sc-membench, read/write/copy bandwidth on all CPUs (MB/s, a buffer of
   the size per thread) and pointer-chase latency on one (ns), at cache-aware sizes; here by our
-  kernels (load, store, copy, chase: registry.profile.suite.membench).
+  kernels (load, store, copy, chase: registry.profile.suite.membench);
+- ``bw_mem``: lmbench's ``bw_mem -P $(nproc)`` rd / wr / rdwr (MB/s), on nearly every server; here
+  by our kernels too (load, store, scale).
+
+Size labels are the importer's (registry.io.sparecores.micro), so that a key measured here is the
+key imported there.
 
 ``--quick`` keeps a subset that still spans the kinds of work (integer, floating point, vector,
 memory, system calls, hashing, ciphers, the memory curve): about 90 s on a 2-vCPU machine.
@@ -18,6 +25,7 @@ memory, system calls, hashing, ciphers, the memory curve): about 90 s on a 2-vCP
 from dataclasses import dataclass
 
 from registry.errors import UserError
+from registry.io.sparecores.micro import _bw_mem_size, size_label
 
 SUITE = "sparecores"
 ALL_THREADS = 0   # ub_configs.threads of an 'all' config: every CPU of the node it runs on
@@ -47,12 +55,10 @@ QUICK_OPENSSL = (("sha256", (64, 16384)), ("aes-256-cbc", (64, 16384)), ("sha3-2
 MEMBENCH_OPS = ("read", "write", "copy", "latency")
 MEMBENCH_KB = (16, 64, 512, 1024, 2048, 8192, 16384, 32768, 65536, 131072)   # Zen 4 machines' sizes upstream
 QUICK_MEMBENCH_KB = (16, 512, 16384, 131072)
-TASKS = ("stressng", "stressngfull", "openssl", "membench")
-
-
-def size_label(kb: int) -> str:
-    """membench's size (KiB per thread) as a key part: '16KiB', '64MiB'."""
-    return f"{kb // 1024}MiB" if kb >= 1024 and kb % 1024 == 0 else f"{kb}KiB"
+BW_MEM_OPS = ("rd", "wr", "rdwr")
+BW_MEM_MB = (0.016384, 0.262144, 1, 2, 4, 8, 16, 32, 64, 256, 512)   # lmbench's sizes upstream, MB (1e6 B)
+QUICK_BW_MEM_MB = (0.016384, 1, 16, 512)
+TASKS = ("stressng", "stressngfull", "openssl", "membench", "bw_mem")
 
 
 @dataclass(frozen=True)
@@ -61,19 +67,29 @@ class SuiteConfig:
 
     task: str                 # stressng | stressngfull | openssl | membench
     what: str                 # stressor, 'cpu-div16', algorithm, membench operation
-    params: tuple = ()        # openssl: block bytes; membench: KiB per thread
+    params: tuple = ()        # openssl: block bytes; membench: KiB per thread; bw_mem: MB (1e6 B) per process
     threads: int = ALL_THREADS
     family: str = "compute"   # bandwidth | latency | compute | crypto | system
 
     @property
     def key(self) -> str:
         parts = [SUITE, self.task, self.what]
-        parts += [size_label(p) if self.task == "membench" else str(p) for p in self.params]
+        if self.task == "membench":
+            parts.append(size_label(self.params[0] * 1024))
+        elif self.task == "bw_mem":
+            parts.append(_bw_mem_size(self.params[0])[0])
+        else:
+            parts += [str(p) for p in self.params]
         return ":".join(parts + ["1t" if self.threads == 1 else "all"])
 
     @property
     def ub_name(self) -> str:
         return f"sc-{self.task}"
+
+    @property
+    def per_thread_bytes(self) -> int:
+        """membench and bw_mem: the buffer of each thread (process)."""
+        return self.params[0] * 1024 if self.task == "membench" else _bw_mem_size(self.params[0])[1]
 
     @property
     def unit(self) -> str:
@@ -90,7 +106,7 @@ class SuiteConfig:
 
 
 def _family(stressor: str) -> str:
-    return next(f for f, names in STRESSORS.items() if stressor in names)
+    return next((f for f, names in STRESSORS.items() if stressor in names), "compute")
 
 
 def plan(quick: bool = False, tasks: list[str] | None = None, available: set[str] | None = None) -> list[SuiteConfig]:
@@ -105,7 +121,7 @@ def plan(quick: bool = False, tasks: list[str] | None = None, available: set[str
         out += [SuiteConfig("stressngfull", "cpu-div16", (), t) for t in (1, ALL_THREADS)]
     if "stressng" in tasks:
         names = QUICK_STRESSORS if quick else [s for group in STRESSORS.values() for s in group]
-        names = [s for s in names if available is None or s in available]
+        names = ["cpu_all"] + [s for s in names if available is None or s in available]
         out += [SuiteConfig("stressng", s, (), t, _family(s)) for s in names for t in (1, ALL_THREADS)]
     if "openssl" in tasks:
         chosen = QUICK_OPENSSL if quick else [(a, OPENSSL_BLOCKS) for a in OPENSSL_ALGOS]
@@ -114,4 +130,7 @@ def plan(quick: bool = False, tasks: list[str] | None = None, available: set[str
         sizes = QUICK_MEMBENCH_KB if quick else MEMBENCH_KB
         out += [SuiteConfig("membench", op, (kb,), 1 if op == "latency" else ALL_THREADS,
                             "latency" if op == "latency" else "bandwidth") for op in MEMBENCH_OPS for kb in sizes]
+    if "bw_mem" in tasks:
+        sizes = QUICK_BW_MEM_MB if quick else BW_MEM_MB
+        out += [SuiteConfig("bw_mem", op, (mb,), ALL_THREADS, "bandwidth") for op in BW_MEM_OPS for mb in sizes]
     return out

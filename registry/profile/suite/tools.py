@@ -26,7 +26,8 @@ _OPENSSL_TOTAL = re.compile(r"^\+F:\d+:([^:]+):([0-9.eE+-]+)\s*$", re.M)
 
 def missing_tools(configs: list[SuiteConfig]) -> list[str]:
     """Commands the configs need that this machine lacks, as 'command (Debian package)'."""
-    need = {"stress-ng" if c.task.startswith("stressng") else "openssl" for c in configs if c.task != "membench"}
+    need = {"stress-ng" if c.task.startswith("stressng") else "openssl" for c in configs if c.task != "membench"
+            and c.task != "bw_mem"}
     return [f"{cmd} (apt-get install -y {PACKAGES[cmd]})" for cmd in sorted(need) if shutil.which(cmd) is None]
 
 
@@ -46,6 +47,8 @@ def argv(config: SuiteConfig, n_cpus: int, seconds: float, out: Path) -> list[st
     secs = str(max(1, int(round(seconds))))
     if config.task == "stressngfull":
         return ["stress-ng", "--cpu", str(n), "--cpu-method", "div16", "-t", secs, "--metrics", "-Y", str(out)]
+    if config.task == "stressng" and config.what == "cpu_all":
+        return ["stress-ng", "--cpu", str(n), "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "stressng":
         return ["stress-ng", f"--{config.what}", str(n), "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "openssl":
