@@ -46,11 +46,11 @@ def argv(config: SuiteConfig, n_cpus: int, seconds: float, out: Path) -> list[st
     n = threads_of(config, n_cpus)
     secs = str(max(1, int(round(seconds))))
     if config.task == "stressngfull":
-        return ["stress-ng", "--cpu", str(n), "--cpu-method", "div16", "-t", secs, "--metrics", "-Y", str(out)]
+        return ["stress-ng", "-q", "--cpu", str(n), "--cpu-method", "div16", "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "stressng" and config.what == "cpu_all":
-        return ["stress-ng", "--cpu", str(n), "-t", secs, "--metrics", "-Y", str(out)]
+        return ["stress-ng", "-q", "--cpu", str(n), "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "stressng":
-        return ["stress-ng", f"--{config.what}", str(n), "-t", secs, "--metrics", "-Y", str(out)]
+        return ["stress-ng", "-q", f"--{config.what}", str(n), "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "openssl":
         return ["openssl", "speed", "-mr", "-elapsed", "-seconds", secs, "-bytes", str(config.params[0]),
                 "-multi", str(n), "-evp", config.what]
