@@ -52,8 +52,9 @@ def argv(config: SuiteConfig, n_cpus: int, seconds: float, out: Path) -> list[st
     if config.task == "stressng":
         return ["stress-ng", "-q", f"--{config.what}", str(n), "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "openssl":
-        return ["openssl", "speed", "-mr", "-elapsed", "-seconds", secs, "-bytes", str(config.params[0]),
-                "-multi", str(n), "-evp", config.what]
+        # its progress lines go to standard error: dropped (exec: the sampler sees openssl itself)
+        return ["sh", "-c", 'exec "$0" "$@" 2>/dev/null', "openssl", "speed", "-mr", "-elapsed", "-seconds", secs,
+                "-bytes", str(config.params[0]), "-multi", str(n), "-evp", config.what]
     raise ValueError(f"{config.task} is not run by a tool")
 
 
