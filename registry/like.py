@@ -5,9 +5,11 @@ A program traced here is projected onto imported types through the ratio of each
 there to its figure here, so the local measurement of the suite is only trustworthy when the types
 with this machine's CPU measured about what this machine measures. Candidates are ranked by how
 much of the hardware they share (the same CPU model, then the same microarchitecture, then the same
-maker and architecture: registry.io.sparecores.family's labels), then by the distance of their
-figures: the root mean square of log(there / here) over the configs both measured, one- and
-all-thread alike, so that a type with this machine's vCPU count comes first among its siblings.
+maker and architecture: registry.io.sparecores.family's labels), then by vCPU count (the same as
+this node's first: its all-CPU figures compare), then by the distance of their figures: the root
+mean square of log(there / here) over the configs both measured. The vCPU count comes before the
+figures because a busy host measures low figures, and a distance of figures alone then prefers
+smaller types.
 """
 
 import math
@@ -111,7 +113,7 @@ def like(conn: sa.Connection, node: str | None = None, suite: str = "sparecores"
     if not ranked:
         raise UserError(f"no other node shares a config of suite {suite!r} with {node!r}: import some "
                         "(`nodereg import sparecores DIR`)")
-    ranked.sort(key=lambda r: (r["tier"], r["rms_log"]))
+    ranked.sort(key=lambda r: (r["tier"], r["n_cpus"] != me["n_cpus"], r["rms_log"]))
     chosen = figures_of or ranked[0]["node"]
     if chosen not in figures:
         raise UserError(f"node {chosen!r} has no profile in suite {suite!r}")

@@ -47,6 +47,7 @@ from rich.table import Table
 from scipy.stats import spearmanr
 
 from registry.db.engine import open_registry
+from registry.errors import UserError
 from registry.like import like
 
 LICENSES = Path("/usr/share/common-licenses")
@@ -179,7 +180,18 @@ def compare(pred: dict[str, float], meas: dict[str, float], same: str) -> dict |
             "within_15": float(np.mean(np.abs(err) <= 0.15))}
 
 
-def run_one(db: str, node: str, p: Program, tmp: Path, conn_factory, same: str, console: Console) -> dict:
+def _read(db: str, fn):
+    """`fn(conn)` on a registry opened for it alone: DuckDB lets one process hold the file, and the
+    `nodereg` commands run in between."""
+    reg = open_registry(db, readonly=True)
+    try:
+        with reg.connect() as conn:
+            return fn(conn)
+    finally:
+        reg.close()
+
+
+def run_one(db: str, node: str, p: Program, tmp: Path, same: str, console: Console) -> dict:
     env = {"OMP_NUM_THREADS": "1"} if p.one_thread else {}
     out = tmp / f"{p.name.replace(':', '_')}.json"
     app = f"sc-check:{p.name}"
@@ -195,8 +207,7 @@ def run_one(db: str, node: str, p: Program, tmp: Path, conn_factory, same: str, 
         return {"program": p.name, "skipped": f"match failed: {m.stderr.strip()}"}
     doc = json.loads(m.stdout)
     pred = {r["node"]: r["predicted_s"] for r in doc["predictions"]}
-    with conn_factory() as conn:
-        meas = measured(conn, p)
+    meas = _read(db, lambda conn: measured(conn, p))
     result = compare(pred, meas, same)
     if result is None:
         return {"program": p.name, "skipped": f"fewer than 3 imported nodes measured {p.app} (or not {same})"}
@@ -217,13 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
     args = ap.parse_args(argv)
     console = Console()
-    reg = open_registry(args.db)
-    with reg.connect() as conn:
-        try:
-            alike = like(conn, args.node, "sparecores", 5)
-        except Exception as exc:   # a one-line reason (no import, no suite profile here)
-            console.print(f"error: {exc}")
-            return 1
+    try:
+        alike = _read(args.db, lambda conn: like(conn, args.node, "sparecores", 5))
+    except UserError as exc:   # a one-line reason (no import, no suite profile here)
+        console.print(f"error: {exc}")
+        return 1
     same = args.same or alike["like"][0]["node"]
     console.print(f"{args.node} ({alike['cpu_family']}, {alike['n_cpus']} CPUs): same-CPU type {same}")
     with tempfile.TemporaryDirectory(prefix="nodereg-scval-") as tmp_name:
@@ -243,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"  {p.name}: skipped, needs {', '.join(lack)}")
                 results.append({"program": p.name, "skipped": f"needs {', '.join(lack)}"})
                 continue
-            results.append(run_one(args.db, args.node, p, tmp, reg.connect, same, console))
+            results.append(run_one(args.db, args.node, p, tmp, same, console))
     done = [r for r in results if "skipped" not in r]
     table = Table(title=f"traced on {args.node}, predicted on the imported types, ratios to {same}")
     for col in ("program", "nodes", "median |error|", "median error", "within 15%", "Spearman", "nearest refs"):

@@ -41,10 +41,18 @@ def threads_of(config: SuiteConfig, n_cpus: int) -> int:
     return n_cpus if config.threads == ALL_THREADS else config.threads
 
 
+# the tools write progress and metrics tables to standard error: dropped, through a shell that execs
+# the tool (so that the sampler watches the tool itself); the figures come from the YAML report
+# (stress-ng) and standard output (openssl -mr)
+QUIET = ["sh", "-c", 'exec "$0" "$@" 2>/dev/null']
+
+
 def argv(config: SuiteConfig, n_cpus: int, seconds: float, out: Path) -> list[str]:
     """The command line of a stress-ng or openssl config (`out`: stress-ng's YAML report)."""
-    n = threads_of(config, n_cpus)
-    secs = str(max(1, int(round(seconds))))
+    return QUIET + _tool_argv(config, threads_of(config, n_cpus), str(max(1, int(round(seconds)))), out)
+
+
+def _tool_argv(config: SuiteConfig, n: int, secs: str, out: Path) -> list[str]:
     if config.task == "stressngfull":
         return ["stress-ng", "-q", "--cpu", str(n), "--cpu-method", "div16", "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "stressng" and config.what == "cpu_all":
@@ -52,8 +60,7 @@ def argv(config: SuiteConfig, n_cpus: int, seconds: float, out: Path) -> list[st
     if config.task == "stressng":
         return ["stress-ng", "-q", f"--{config.what}", str(n), "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "openssl":
-        # its progress lines go to standard error: dropped (exec: the sampler sees openssl itself)
-        return ["sh", "-c", 'exec "$0" "$@" 2>/dev/null', "openssl", "speed", "-mr", "-elapsed", "-seconds", secs,
+        return ["openssl", "speed", "-mr", "-elapsed", "-seconds", secs,
                 "-bytes", str(config.params[0]), "-multi", str(n), "-evp", config.what]
     raise ValueError(f"{config.task} is not run by a tool")
 
