@@ -85,12 +85,14 @@ def corpus(tmp: Path) -> Path:
     return out
 
 
-def compression_program(algo: str, level: int, op: str, corpus_path: Path, reps: int) -> Program:
+def compression_program(algo: str, level: int, op: str, corpus_path: Path, seconds: float) -> Program:
+    """One-thread (de)compression of the corpus, repeated for about `seconds` (only ratios between
+    nodes are compared, so the amount of work need not be Spare Cores')."""
     module, comp, decomp, _ = COMPRESSORS[algo]
     call = (comp if op == "compress" else decomp).format(level=level)
-    code = (f"import {module}, gzip, bz2, lzma\ndata = open({str(corpus_path)!r}, 'rb').read()\n"
-            f"blob = {comp.format(level=level)}\n"
-            f"for _ in range({reps}):\n    {call}\n")
+    code = (f"import time, {module}\ndata = open({str(corpus_path)!r}, 'rb').read()\n"
+            f"blob = {comp.format(level=level)}\nt0 = time.perf_counter()\n"
+            f"while True:\n    {call}\n    if time.perf_counter() - t0 > {seconds}:\n        break\n")
     return Program(f"{algo}-{level}:{op}", f"compression:{algo}-{level}:{op}:1t", [sys.executable, "-c", code],
                    [f"py:{module}"], one_thread=True)
 
@@ -99,15 +101,22 @@ def redis_program(pipeline: int, tmp: Path, requests: int) -> Program:
     """Spare Cores' shape: a redis-server per vCPU, a SET client on each (here redis-benchmark)."""
     script = tmp / f"redis-p{pipeline}.sh"
     script.write_text(f"""#!/bin/sh
-set -e
-n=$(nproc); dir=$(mktemp -d)
-for i in $(seq $n); do redis-server --port $((17100 + i)) --dir $dir --save '' --appendonly no --daemonize no \
-    > /dev/null 2>&1 & done
+n=$(nproc); dir=$(mktemp -d); servers=""; clients=""
+for i in $(seq $n); do
+    redis-server --port $((17100 + i)) --dir $dir --save '' --appendonly no > /dev/null 2>&1 &
+    servers="$servers $!"
+done
 for i in $(seq $n); do until redis-cli -p $((17100 + i)) ping > /dev/null 2>&1; do sleep 0.05; done; done
-for i in $(seq $n); do redis-benchmark -p $((17100 + i)) -t set -P {pipeline} -n {requests} -q > /dev/null & done
-wait $(jobs -p | tail -n $n) 2>/dev/null || true
-for i in $(seq $n); do redis-cli -p $((17100 + i)) shutdown nosave > /dev/null 2>&1 || true; done
-wait; rm -rf $dir
+for i in $(seq $n); do
+    redis-benchmark -p $((17100 + i)) -t set -P {pipeline} -n {requests} -q > /dev/null &
+    clients="$clients $!"
+done
+status=0
+for pid in $clients; do wait $pid || status=1; done
+for i in $(seq $n); do redis-cli -p $((17100 + i)) shutdown nosave > /dev/null 2>&1; done
+for pid in $servers; do wait $pid; done
+rm -rf $dir
+exit $status
 """)
     script.chmod(0o755)
     return Program(f"redis:p{pipeline}", f"redis:set:p{pipeline}", [str(script)],
@@ -116,8 +125,7 @@ wait; rm -rf $dir
 
 def programs(tmp: Path, quick: bool) -> list[Program]:
     path = corpus(tmp)
-    reps = 2 if quick else 4
-    out = [compression_program(a, lvl, op, path, reps) for a, spec in COMPRESSORS.items() for lvl in spec[3]
+    out = [compression_program(a, lvl, op, path, TARGET_S / 2 if quick else TARGET_S) for a, spec in COMPRESSORS.items() for lvl in spec[3]
            for op in ("compress", "decompress")]
     out += [redis_program(p, tmp, 200_000 if quick else 400_000) for p in REDIS_PIPELINES]
     n = str(os.cpu_count() or 1)
@@ -166,9 +174,10 @@ def measured(conn: sa.Connection, p: Program) -> dict[str, float]:
     return {n: statistics.median(ts) for n, ts in per.items()}
 
 
-def compare(pred: dict[str, float], meas: dict[str, float], same: str) -> dict | None:
-    """Predicted against measured ratios to the same-CPU type, over the nodes that have both."""
-    nodes = sorted(set(pred) & set(meas) - {same})
+def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: set[str] | None = None) -> dict | None:
+    """Predicted against measured ratios to the same-CPU type, over the nodes that have both (and
+    are `among`)."""
+    nodes = sorted((set(pred) & set(meas) & (among if among is not None else set(pred))) - {same})
     if same not in pred or same not in meas or len(nodes) < 3:
         return None
     pr = np.array([pred[n] / pred[same] for n in nodes])
@@ -191,7 +200,28 @@ def _read(db: str, fn):
         reg.close()
 
 
-def run_one(db: str, node: str, p: Program, tmp: Path, same: str, console: Console) -> dict:
+_KEYS = """
+SELECT n.name, c.config_key FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id
+JOIN microbenchmarks u ON u.ub_id = c.ub_id AND u.suite = 'sparecores'
+JOIN profiles p ON p.profile_id = r.profile_id JOIN nodes n ON n.node_id = p.node_id"""
+FULL_SHARE = 0.9
+
+
+def full_suite_nodes(conn: sa.Connection, node: str) -> set[str]:
+    """The imported nodes that measured at least FULL_SHARE of the configs this machine measured: on
+    them every phase is projected from the same references as on the same-CPU type (a node without
+    Spare Cores' 85-stressor task or membench falls back to the few configs it has)."""
+    keys: dict[str, set[str]] = {}
+    for name, key in conn.execute(sa.text(_KEYS)):
+        keys.setdefault(name, set()).add(key)
+    mine = keys.get(node, set())
+    return {n for n, k in keys.items() if n != node and len(k & mine) >= FULL_SHARE * len(mine)}
+
+
+def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], sets: dict[str, set[str] | None],
+            console: Console) -> dict:
+    """Trace, match and compare one program; `same` and `sets`: per node set, its same-CPU type and
+    its nodes (None: every imported node)."""
     env = {"OMP_NUM_THREADS": "1"} if p.one_thread else {}
     out = tmp / f"{p.name.replace(':', '_')}.json"
     app = f"sc-check:{p.name}"
@@ -208,14 +238,16 @@ def run_one(db: str, node: str, p: Program, tmp: Path, same: str, console: Conso
     doc = json.loads(m.stdout)
     pred = {r["node"]: r["predicted_s"] for r in doc["predictions"]}
     meas = _read(db, lambda conn: measured(conn, p))
-    result = compare(pred, meas, same)
-    if result is None:
-        return {"program": p.name, "skipped": f"fewer than 3 imported nodes measured {p.app} (or not {same})"}
+    by_set = {name: compare(pred, meas, same[name], among) for name, among in sets.items()}
+    if all(r is None for r in by_set.values()):
+        return {"program": p.name, "skipped": f"fewer than 3 imported nodes measured {p.app}"}
     nearest = doc["phases"][0]["matches"][:3] if doc["phases"] else []
-    console.print(f"  {p.name}: traced {wall:.2f} s, {result['nodes']} nodes, median |error| "
-                  f"{result['median_abs_error']:.1%}, Spearman {result['spearman']:.3f}")
-    return {"program": p.name, "app": p.app, "traced_s": wall, "excluded": p.exclude,
-            "nearest": [m["config"] for m in nearest], **result}
+    serial = [round(ph["serial_share"], 2) for ph in doc["phases"] if ph["mode"] != "idle"]
+    console.print(f"  {p.name}: traced {wall:.2f} s; " + "; ".join(
+        f"{name}: {r['nodes']} nodes, median |error| {r['median_abs_error']:.1%}, Spearman {r['spearman']:.3f}"
+        for name, r in by_set.items() if r))
+    return {"program": p.name, "app": p.app, "traced_s": wall, "excluded": p.exclude, "serial_share": serial,
+            "nearest": [m["config"] for m in nearest], "sets": by_set}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,12 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     console = Console()
     try:
-        alike = _read(args.db, lambda conn: like(conn, args.node, "sparecores", 5))
+        alike = _read(args.db, lambda conn: like(conn, args.node, "sparecores", 500))
+        full = _read(args.db, lambda conn: full_suite_nodes(conn, args.node))
     except UserError as exc:   # a one-line reason (no import, no suite profile here)
         console.print(f"error: {exc}")
         return 1
-    same = args.same or alike["like"][0]["node"]
-    console.print(f"{args.node} ({alike['cpu_family']}, {alike['n_cpus']} CPUs): same-CPU type {same}")
+    sets = {"all": None, "full suite": full}
+    same = {name: args.same or next((r["node"] for r in alike["like"] if among is None or r["node"] in among), "")
+            for name, among in sets.items()}
+    console.print(f"{args.node} ({alike['cpu_family']}, {alike['n_cpus']} CPUs); same-CPU type: "
+                  + "; ".join(f"{name}: {same[name]}" for name in sets) + f"; full-suite nodes: {len(full)}")
     with tempfile.TemporaryDirectory(prefix="nodereg-scval-") as tmp_name:
         tmp = Path(tmp_name)
         chosen = programs(tmp, args.quick)
@@ -252,26 +288,35 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"  {p.name}: skipped, needs {', '.join(lack)}")
                 results.append({"program": p.name, "skipped": f"needs {', '.join(lack)}"})
                 continue
-            results.append(run_one(args.db, args.node, p, tmp, same, console))
+            results.append(run_one(args.db, args.node, p, tmp, same, sets, console))
     done = [r for r in results if "skipped" not in r]
-    table = Table(title=f"traced on {args.node}, predicted on the imported types, ratios to {same}")
-    for col in ("program", "nodes", "median |error|", "median error", "within 15%", "Spearman", "nearest refs"):
-        table.add_column(col)
-    for r in done:
-        table.add_row(r["program"], str(r["nodes"]), f"{r['median_abs_error']:.1%}", f"{r['median_error']:+.1%}",
-                      f"{r['within_15']:.0%}", f"{r['spearman']:.3f}", ", ".join(r["nearest"]))
-    console.print(table)
+    for name in sets:
+        report(console, name, same[name], [(r, r["sets"][name]) for r in done if r["sets"].get(name)])
     for r in results:
         if "skipped" in r:
             console.print(f"skipped {r['program']}: {r['skipped']}")
-    if done:
-        err = statistics.median(r["median_abs_error"] for r in done)
-        rho = statistics.median(r["spearman"] for r in done)
-        console.print(f"overall ({len(done)} programs): median error {err:.1%} (target <= 15%), "
-                      f"median Spearman {rho:.3f} (target >= 0.9)")
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"same": same, "like": alike["like"], "results": results}, indent=1))
+        Path(args.json_out).write_text(json.dumps({"same": same, "full_suite_nodes": len(full),
+                                                   "like": alike["like"][:10], "results": results}, indent=1))
     return 0 if done else 1
+
+
+def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]]) -> None:
+    """One node set's table and its medians over programs."""
+    table = Table(title=f"{name}: predicted / measured ratio to {same}")
+    for col in ("program", "nodes", "median |error|", "median error", "within 15%", "Spearman", "serial share",
+                "nearest refs"):
+        table.add_column(col)
+    for r, f in rows:
+        table.add_row(r["program"], str(f["nodes"]), f"{f['median_abs_error']:.1%}", f"{f['median_error']:+.1%}",
+                      f"{f['within_15']:.0%}", f"{f['spearman']:.3f}", ",".join(map(str, r["serial_share"])),
+                      ", ".join(c.removeprefix("sparecores:") for c in r["nearest"]))
+    console.print(table)
+    if rows:
+        err = statistics.median(f["median_abs_error"] for _, f in rows)
+        rho = statistics.median(f["spearman"] for _, f in rows)
+        console.print(f"{name} ({len(rows)} programs): median error {err:.1%} (target <= 15%), "
+                      f"median Spearman {rho:.3f} (target >= 0.9)")
 
 
 if __name__ == "__main__":
