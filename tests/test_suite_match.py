@@ -172,3 +172,22 @@ def test_profile_measures_the_suite_here(cli, db_url):
     assert {"cpu_util", "wss_llc"} <= {s["metric"] for s in sigs}
     assert_one_line_error(cli("profile", "here", "--suite", "spec"), "spec")
     assert_one_line_error(cli("profile", "here", "--suite", "sparecores", "--kernels", "passmark"), "passmark")
+
+
+def test_a_phase_on_a_shared_host_is_split_by_its_active_threads(cli, db_url):
+    """Two busy processes that got 0.8 of the 2 CPUs between them (other load on the host) are a
+    parallel phase, not a serial one: projected with the all-CPU configs (2x faster on aws:y's 4
+    CPUs), not the one-thread ones (as fast on y)."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        results = [SuiteResult(_suite_config(key, threads), value, {"proc": SIGNATURES[key]})
+                   for (key, threads), value in HERE.items()]
+        store_suite_profile(conn, SuiteProfile("b", fake_inventory(), results, utcnow(), utcnow(), 1.0, "test"))
+        _imported(conn, "aws:y", *IMPORTED["aws:y"], model="Other CPU")
+        trace = _trace({"shared": (0.8, 0.01)})
+        trace.phases[0].signature["proc"]["threads_active"] = 2.0
+        store.save(conn, trace)
+    reg.close()
+    out, pred = _match(cli)
+    assert out["phases"][0]["serial_share"] == 0
+    assert pred["aws:y"] == pytest.approx(5.0, rel=0.03)

@@ -123,6 +123,23 @@ def cpu_util(signature: dict) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
+SHARED_HOST_GAP = 0.5   # active threads beyond the CPUs kept busy that say the host was shared
+
+
+def parallel_use(signature: dict) -> float | None:
+    """The CPUs a phase would keep busy on a host of its own: its CPU use, or, where clearly more
+    of its threads were active (each ran at least a fifth of every interval: registry.measure.
+    sampler) than it kept CPUs busy, that thread count. On a shared host the CPU use reads low:
+    `openssl speed -multi 2` kept 0.8 of this 2-vCPU machine's CPUs busy while six other test
+    suites ran, and Amdahl's split (registry.match.references.thread_parts) took it for a serial
+    program, predicting a 192-vCPU type no faster than one core (docs/sparecores-trace.md)."""
+    util = cpu_util(signature)
+    active = signature.get("proc", {}).get("threads_active")
+    if util is None or active is None or not math.isfinite(active):
+        return util
+    return float(active) if active - util >= SHARED_HOST_GAP else util
+
+
 def _features(signature: dict) -> dict[str, float]:
     return {f"{src}.{m}": v for src, metrics in signature.items() for m, v in metrics.items()
             if v is not None and math.isfinite(v)}
@@ -156,7 +173,8 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
-    parts = refs_mod.thread_parts(util, fixed_threads or trace.threads, profiles.n_cpus[profiles.base])
+    parts = refs_mod.thread_parts(parallel_use(phase.signature), fixed_threads or trace.threads,
+                                  profiles.n_cpus[profiles.base])
     features = _features(phase.signature)
     preds: dict[str, NodePrediction] = {}
     matches, warnings, threads = [], [], {}
