@@ -174,10 +174,10 @@ def test_profile_measures_the_suite_here(cli, db_url):
     assert_one_line_error(cli("profile", "here", "--suite", "sparecores", "--kernels", "passmark"), "passmark")
 
 
-def test_a_phase_on_a_shared_host_is_split_by_its_active_threads(cli, db_url):
-    """Two busy processes that got 0.8 of the 2 CPUs between them (other load on the host) are a
-    parallel phase, not a serial one: projected with the all-CPU configs (2x faster on aws:y's 4
-    CPUs), not the one-thread ones (as fast on y)."""
+def test_a_phase_on_a_shared_host_is_split_by_its_demand(cli, db_url):
+    """Two busy processes that got 0.8 of the 2 CPUs between them and waited 1.2 CPU-s/s on the run
+    queue (other load on the host) are a parallel phase, not a serial one: projected with the
+    all-CPU configs (2x faster on aws:y's 4 CPUs), not the one-thread ones (as fast on y)."""
     reg = open_registry(db_url)
     with reg.begin() as conn:
         results = [SuiteResult(_suite_config(key, threads), value, {"proc": SIGNATURES[key]})
@@ -185,9 +185,27 @@ def test_a_phase_on_a_shared_host_is_split_by_its_active_threads(cli, db_url):
         store_suite_profile(conn, SuiteProfile("b", fake_inventory(), results, utcnow(), utcnow(), 1.0, "test"))
         _imported(conn, "aws:y", *IMPORTED["aws:y"], model="Other CPU")
         trace = _trace({"shared": (0.8, 0.01)})
-        trace.phases[0].signature["proc"]["threads_active"] = 2.0
+        trace.phases[0].signature["sched"] = {"demand": 2.0}
         store.save(conn, trace)
     reg.close()
     out, pred = _match(cli)
     assert out["phases"][0]["serial_share"] == 0
     assert pred["aws:y"] == pytest.approx(5.0, rel=0.03)
+
+
+def test_demand_counts_the_cpus_a_tree_waited_for():
+    """Two busy processes on one CPU: the tree keeps at most one CPU busy, but both were runnable all
+    along, so CPU use plus run-queue wait says two (what they would use on a host of their own)."""
+    import sys
+
+    from registry.measure import runner
+    from registry.measure.signature import sched_demand, spans_in
+
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 1.2: pass"
+    cmd = ["sh", "-c", f'"{sys.executable}" -c "{spin}" & "{sys.executable}" -c "{spin}"; wait']
+    run = runner.run(cmd, cpus=[0], wss=False)
+    assert run.status == "ok"
+    middle = spans_in(run.samples, [[0.3, run.wall_s - 0.3]])
+    util = sum(r["cpu_util"] * s for r, s in middle) / sum(s for _, s in middle)
+    assert util <= 1.05
+    assert sched_demand(middle) == pytest.approx(2.0, abs=0.3)

@@ -123,21 +123,18 @@ def cpu_util(signature: dict) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-SHARED_HOST_GAP = 0.5   # active threads beyond the CPUs kept busy that say the host was shared
-
-
 def parallel_use(signature: dict) -> float | None:
-    """The CPUs a phase would keep busy on a host of its own: its CPU use, or, where clearly more
-    of its threads were active (each ran at least a fifth of every interval: registry.measure.
-    sampler) than it kept CPUs busy, that thread count. On a shared host the CPU use reads low:
-    `openssl speed -multi 2` kept 0.8 of this 2-vCPU machine's CPUs busy while six other test
-    suites ran, and Amdahl's split (registry.match.references.thread_parts) took it for a serial
-    program, predicting a 192-vCPU type no faster than one core (docs/sparecores-trace.md)."""
+    """The CPUs a phase would keep busy on a host of its own: its CPU use plus the time its threads
+    waited on a run queue (the `sched.demand` of registry.measure.signature), where the trace has
+    it; else its CPU use. On a shared host the CPU use alone reads low: `openssl speed -multi 2`
+    kept 0.27 of this 2-vCPU machine's CPUs busy while six other test suites ran, and Amdahl's split
+    (registry.match.references.thread_parts) took it for a serial program, predicting a 192-vCPU
+    type no faster than one core (docs/sparecores-trace.md). On an idle host the two agree."""
     util = cpu_util(signature)
-    active = signature.get("proc", {}).get("threads_active")
-    if util is None or active is None or not math.isfinite(active):
+    demand = signature.get("sched", {}).get("demand")
+    if util is None or demand is None or not math.isfinite(demand):
         return util
-    return float(active) if active - util >= SHARED_HOST_GAP else util
+    return max(util, float(demand))
 
 
 def _features(signature: dict) -> dict[str, float]:
