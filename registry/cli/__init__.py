@@ -14,7 +14,8 @@ from rich.text import Text
 
 # commands register on import
 from registry.cli import (  # noqa: F401
-    accuracy, admin, bundle, evaluate, fleet, match, models, nodes, profile, records, report, run, trace)
+    accuracy, admin, bundle, evaluate, fleet, match, models, nodes, profile, records, report, run, sparecores,
+    trace)
 from registry.cli.app import app
 from registry.cli.argv import hoist_global_options, plain_flags
 from registry.cli.output import err_console

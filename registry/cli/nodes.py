@@ -9,38 +9,59 @@ import typer
 from registry.cli.app import app, import_app, remove_confirmed, state
 from registry.cli.output import console, print_json, print_table
 from registry.errors import UserError
+from registry.nodefilter import NodeFilter
 from registry.nodes import remove_node, require_node_id
 
 nodes_app = typer.Typer(help="List, show and remove nodes.", invoke_without_command=True)
 app.add_typer(nodes_app, name="nodes")
 
 _LIST_SQL = """
-SELECT name, cpu_model, n_cpus, cores, memory_bytes, cpu_list, source, hosts, profiles, last_profiled,
-       memory_triad_gbs, best_fp64_gflops, measured_runs
-FROM v_nodes ORDER BY name"""
+SELECT v.name, v.cpu_model, v.n_cpus, v.cores, v.memory_bytes, v.cpu_list, v.source, v.hosts, v.profiles,
+       v.last_profiled, v.memory_triad_gbs, v.best_fp64_gflops, v.measured_runs,
+       n.vendor, n.architecture, n.cpu_vendor, n.cpu_family
+FROM v_nodes v JOIN nodes n ON n.name = v.name
+WHERE {where}
+ORDER BY v.name"""
 _HOSTS_SQL = """
 SELECT host, profiles, last_profiled, memory_triad_gbs, best_fp64_gflops
 FROM v_hosts WHERE node = :name ORDER BY host"""
 
 
 @nodes_app.callback()
-def list_nodes(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def list_nodes(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    vendor: list[str] = typer.Option(None, "--vendor", help="Cloud vendor of imported types (aws, azure, gcp); "
+                                                            "repeatable."),
+    arch: list[str] = typer.Option(None, "--arch", help="Architecture: x86_64 or aarch64 (arm64); repeatable."),
+    family: list[str] = typer.Option(None, "--family", help="CPU family ('Zen 4', 'Graviton3', 'Ice Lake'); "
+                                                            "repeatable."),
+    cpu_vendor: list[str] = typer.Option(None, "--cpu-vendor", help="CPU maker (AMD, Intel, AWS, Ampere, ...); "
+                                                                    "repeatable."),
+    min_vcpus: int = typer.Option(None, "--min-vcpus", min=0, help="At least this many vCPUs."),
+    max_vcpus: int = typer.Option(None, "--max-vcpus", min=0, help="At most this many vCPUs."),
+) -> None:
     """List the registered nodes (types; `hosts`: how many hosts profiled each, whose median the
-    figures are); with `show` or `rm`: act on one."""
+    figures are), those matching every filter given; with `show` or `rm`: act on one."""
     if ctx.invoked_subcommand is not None:
         return
+    chosen = NodeFilter(vendor or [], arch or [], family or [], cpu_vendor or [], min_vcpus, max_vcpus)
+    where, params = chosen.where()
     reg = state(ctx).registry(readonly=True)
     with reg.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(sa.text(_LIST_SQL))]
+        rows = [dict(r._mapping) for r in conn.execute(sa.text(_LIST_SQL.format(where=where)), params)]
     for r in rows:
         mem = r.pop("memory_bytes")
         r["memory_gib"] = round(mem / 2**30, 1) if mem else None
     if as_json:
         print_json(rows)
-    else:
-        print_table(rows, ["name", "cpu_model", "n_cpus", "memory_gib", "cpu_list", "hosts", "profiles",
-                           "memory_triad_gbs", "best_fp64_gflops", "measured_runs"],
-                    empty="no nodes registered yet: run `nodereg profile NODE`")
+        return
+    columns = ["name", "cpu_model", "n_cpus", "memory_gib", "cpu_list", "hosts", "profiles", "memory_triad_gbs",
+               "best_fp64_gflops", "measured_runs"]
+    if any(r["cpu_family"] or r["architecture"] for r in rows):      # imported types: say what they are
+        columns[2:2] = ["architecture", "cpu_family"]
+    print_table(rows, columns, empty="no node matches the filters" if chosen.active else
+                "no nodes registered yet: run `nodereg profile NODE`")
 
 
 def node_details(conn: sa.Connection, name: str) -> dict:

@@ -44,6 +44,7 @@ from registry.db import Registry, utcnow
 from registry.db.names import check_name
 from registry.db.write import allocate_ids, insert_returning, insert_rows
 from registry.errors import UserError
+from registry.io.folders import subdirs as _subdirs
 from registry.io.sar import SarTrace, read_sar_csv, sample_times, sar_signature
 from registry.io.vmtypes import vm_shape
 from registry.trace.capacity import capacity
@@ -78,14 +79,6 @@ class RunDir:
     run: int
     path: Path
     interval_s: float | None       # from the interval folder's name, when there is one
-
-
-def _subdirs(path: Path) -> list[os.DirEntry]:
-    try:
-        return sorted((e for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")),
-                      key=lambda e: e.name)
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _is_run_dir(path: str) -> bool:

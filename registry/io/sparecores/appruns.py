@@ -10,34 +10,21 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 
 from registry.io.sparecores.apps import COMPRESSION_WORK, GEEKBENCH_WORK, REQUESTS_WORK
+from registry.io.sparecores.figures import first_each, positive
 from registry.io.sparecores.micro import size_label
 from registry.io.sparecores.records import AppResult
 
 
-def _rate(value) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) and x > 0 else None
-
-
 def _run(app: str, threads: int | None, work: float, rate, unit: str, task: str) -> AppResult | None:
-    r = _rate(rate)
+    r = positive(rate)
     return None if r is None else AppResult(app, threads, work / r, work, r, unit, task)
 
 
 def _keep(items) -> list[AppResult]:
-    out, seen = [], set()
-    for a in items:
-        if a is not None and a.app not in seen:
-            seen.add(a.app)
-            out.append(a)
-    return out
+    return first_each(items, lambda a: a.app)
 
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
@@ -87,31 +74,28 @@ def parse_compression(text: str) -> list[AppResult]:
     doc = json.loads(text)
     if not isinstance(doc, dict):
         raise ValueError("not an {algo: {level: [...]}} object")
+    runs = [(algo, level, e) for algo, levels in doc.items() if isinstance(levels, dict)
+            and re.fullmatch(r"[a-z0-9_]+", str(algo))
+            for level, entries in levels.items() if isinstance(entries, list)
+            for e in entries if isinstance(e, dict) and type(e.get("threads")) is int and e["threads"] > 0]
+    # "all" is one process per core: the most processes of the whole run (some algorithms run
+    # single-threaded only); on a 1-core server that is 1, and its figure is both 1t and all
+    most = max((e["threads"] for *_, e in runs), default=0)
     out = []
-    for algo, levels in doc.items():
-        if not isinstance(levels, dict) or not re.fullmatch(r"[a-z0-9_]+", str(algo)):
+    for algo, level, e in runs:
+        name = str(algo) if level in (None, "null", "") else f"{algo}-{level}"
+        block = (e.get("extra_args") or {}).get("block_size") if isinstance(e.get("extra_args"), dict) else None
+        if isinstance(block, int) and block > 0:
+            name += f"-b{size_label(block)}"
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             continue
-        for level, entries in levels.items():
-            if not isinstance(entries, list):
-                continue
-            counts = sorted({e.get("threads") for e in entries
-                             if isinstance(e, dict) and isinstance(e.get("threads"), int) and e["threads"] > 0})
-            for e in entries:
-                if not isinstance(e, dict) or e.get("threads") not in counts:
-                    continue
-                n = e["threads"]
-                if n != 1 and n != counts[-1]:
-                    continue
-                name = str(algo) if level in (None, "null", "") else f"{algo}-{level}"
-                block = (e.get("extra_args") or {}).get("block_size") if isinstance(e.get("extra_args"), dict) else None
-                if isinstance(block, int) and block > 0:
-                    name += f"-b{size_label(block)}"
-                if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-                    continue
-                threads, tag = (1, "1t") if n == 1 else (None, "all")
-                for op in ("compress", "decompress"):
-                    out.append(_run(f"compression:{name}:{op}:{tag}", threads, COMPRESSION_WORK, e.get(op),
-                                    "bytes/s", "compression_text"))
+        # 1 thread, and one process per core ("all"); a 1-core server's figure is both
+        tags = [(1, "1t")] if e["threads"] == 1 else []
+        tags += [(None, "all")] if e["threads"] == most else []
+        for threads, tag in tags:
+            for op in ("compress", "decompress"):
+                out.append(_run(f"compression:{name}:{op}:{tag}", threads, COMPRESSION_WORK, e.get(op),
+                                "bytes/s", "compression_text"))
     return _keep(out)
 
 
@@ -137,7 +121,7 @@ def parse_static_web(text: str, vcpus: int | None) -> list[AppResult]:
         raise ValueError("the node's vCPUs are unknown (connections are per vCPU)")
     best: dict[str, float] = {}
     for r in _csv_rows(text, {"size", "connections", "rps"}):
-        size, conn, rps = (r.get("size") or "").strip(), (r.get("connections") or "").strip(), _rate(r.get("rps"))
+        size, conn, rps = (r.get("size") or "").strip(), (r.get("connections") or "").strip(), positive(r.get("rps"))
         if not re.fullmatch(r"[0-9]+[kmg]?", size) or not conn.isdigit() or rps is None:
             continue
         if (r.get("failed") or "0").strip() not in ("0", ""):

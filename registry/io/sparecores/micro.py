@@ -11,6 +11,8 @@ Config keys (``sparecores:<task>:<what>[:<param>...]:<1t|all>``) and units:
 * bw_mem (lmbench, ``op size_MB MB/s`` lines, ``-P nproc``): ``bw_mem:rd|wr|rdwr:<size>:all`` MB/s.
 * stressng_benchmarks (JSON, 85 stressors at 1 and N threads): ``stressng:<stressor>:1t|all``
   bogo ops/s; the family from the file's own categories.
+  Where a tool measured 1 thread and "all" (the most threads it ran), a 1-vCPU server's one figure
+  is both its ``1t`` and its ``all`` config, as it is both (same for stressngfull and compression).
 * stressngfull (``threads,bogo ops/s`` lines, div16 method, 1..vCPUs): ``stressngfull:cpu-div16:1t``
   and ``:all`` (the most threads measured).
 * stressng / stressngsinglecore (older tasks: stress-ng's metrics table, cpu stressor, all methods):
@@ -25,27 +27,19 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 
 import yaml
 
+from registry.io.sparecores.figures import first_each, positive
 from registry.io.sparecores.records import Measurement
 
 ALL = 0   # ub_configs.threads for "all of the node's vCPUs"
 
 
-def _finite(value) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) and x > 0 else None
-
-
 def _m(task: str, ub: str, what: str, family: str, unit: str, hib: bool, threads: int, value,
        ws_bytes: int | None = None) -> Measurement | None:
-    x = _finite(value)
+    x = positive(value)
     if x is None:
         return None
     key = f"sparecores:{what}:{'1t' if threads == 1 else 'all'}"
@@ -53,13 +47,7 @@ def _m(task: str, ub: str, what: str, family: str, unit: str, hib: bool, threads
 
 
 def _keep(items) -> list[Measurement]:
-    """Drop the missing figures; of a config measured twice (a repeated line), keep the first."""
-    out, seen = [], set()
-    for m in items:
-        if m is not None and m.config_key not in seen:
-            seen.add(m.config_key)
-            out.append(m)
-    return out
+    return first_each(items, lambda m: m.config_key)
 
 
 def size_label(n_bytes: int) -> str:
@@ -107,7 +95,7 @@ def parse_bw_mem(text: str) -> list[Measurement]:
         if len(parts) != 3 or parts[0] not in ("rd", "wr", "rdwr", "cp", "fwr", "frd", "bzero", "bcopy"):
             continue
         lines += 1
-        size = _finite(parts[1])
+        size = positive(parts[1])
         if size is None:
             continue
         label, n = _bw_mem_size(size)
@@ -134,19 +122,15 @@ def parse_stressng_benchmarks(text: str) -> list[Measurement]:
             if isinstance(names, list):
                 for n in names:
                     family[str(n)] = _STRESSNG_FAMILY.get(str(cat), "system")
+    valid = {str(k): v for k, v in stressors.items()
+             if isinstance(v, dict) and re.fullmatch(r"[A-Za-z0-9_.+-]+", str(k))}
+    # "all" is the most threads the run used for any stressor (on a 1-vCPU server: 1, both configs)
+    most = max((int(n) for v in valid.values() for n in v if str(n).isdigit()), default=0)
     out = []
-    for name, by_threads in stressors.items():
-        if not isinstance(by_threads, dict) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", str(name)):
-            continue
-        counts = sorted(int(k) for k in by_threads if str(k).isdigit() and int(k) > 0)
-        if not counts:
-            continue
-        for n in sorted({counts[0], counts[-1]}):
-            if n != 1 and n != counts[-1]:
-                continue
+    for name, by_threads in valid.items():
+        for n, threads in ((1, 1), (most, ALL)):
             entry = by_threads.get(str(n))
             value = entry.get("bogo_ops_per_sec") if isinstance(entry, dict) else None
-            threads = 1 if n == 1 else ALL
             out.append(_m("stressng_benchmarks", "sc-stressng", f"stressng:{name}", family.get(name, "system"),
                           "bogo ops/s", True, threads, value))
     return _keep(out)
@@ -162,7 +146,7 @@ def parse_stressngfull(text: str) -> list[Measurement]:
             n = int(parts[0])
         except ValueError:
             continue
-        if n > 0 and _finite(parts[1]) is not None:
+        if n > 0 and positive(parts[1]) is not None:
             points[n] = float(parts[1])
     if not points:
         raise ValueError("no 'threads,bogo ops/s' lines")
