@@ -18,44 +18,45 @@ import socket
 import numpy as np
 import sqlalchemy as sa
 
+from registry.db import Registry
 from registry.errors import UserError
 from registry.nodes import require_node_id
+from registry.profile.suite.store import MODE
+from registry.suites import suite_costs
 
-# each node's latest profile in the suite: its figures by config key (the tool's own value, else
-# the time-like median_s turned back into a rate)
-_FIGURES = """
-SELECT n.name AS node, c.config_key, c.unit, c.higher_is_better, r.value, r.median_s
-FROM profile_runs r
-JOIN ub_configs c ON c.config_id = r.config_id
-JOIN microbenchmarks u ON u.ub_id = c.ub_id AND u.suite = :suite
-JOIN (SELECT p.node_id, max(p.profile_id) AS profile_id FROM profiles p
-      WHERE p.profile_id IN (SELECT r2.profile_id FROM profile_runs r2 JOIN ub_configs c2 ON c2.config_id = r2.config_id
-                             JOIN microbenchmarks u2 ON u2.ub_id = c2.ub_id WHERE u2.suite = :suite
-                             GROUP BY r2.profile_id)
-      GROUP BY p.node_id) l ON l.profile_id = r.profile_id
-JOIN nodes n ON n.node_id = l.node_id"""
+# units of the suite's configs: the figures are shown in the tool's own terms (the costs of
+# registry.suites.suite_costs are time-like: 1 / rate, or the latency itself)
+_UNITS = """
+SELECT c.config_key, c.unit, c.higher_is_better FROM ub_configs c
+JOIN microbenchmarks u ON u.ub_id = c.ub_id WHERE u.suite = :suite"""
 _NODES = "SELECT name, cpu_model, cpu_family, cpu_vendor, architecture, n_cpus, source FROM nodes"
 _LOCAL = """
 SELECT n.name FROM nodes n JOIN profiles p ON p.node_id = n.node_id
-WHERE p.host = :host AND p.mode = 'suite' ORDER BY p.profile_id DESC LIMIT 1"""
+WHERE p.host = :host AND p.mode = :mode ORDER BY p.profile_id DESC LIMIT 1"""
 TIERS = ("same CPU model", "same microarchitecture", "same CPU maker", "other")
 
 
 def default_node(conn: sa.Connection) -> str:
     """The node whose suite profile was measured on this host most recently."""
-    name = conn.execute(sa.text(_LOCAL), {"host": socket.gethostname()}).scalar_one_or_none()
+    name = conn.execute(sa.text(_LOCAL), {"host": socket.gethostname(), "mode": MODE}).scalar_one_or_none()
     if name is None:
         raise UserError(f"no suite profile measured on this host ({socket.gethostname()}): run "
                         "`nodereg profile NODE --suite sparecores` first, or name the node")
     return name
 
 
-def _figures(conn: sa.Connection, suite: str) -> dict[str, dict[str, tuple[float, str]]]:
+def _figures(reg: Registry, suite: str) -> dict[str, dict[str, tuple[float, str]]]:
+    """Per node, per config: the tool's figure and its unit, from each node's latest profile in `suite`."""
+    costs = suite_costs(reg, suite)
+    with reg.connect() as conn:
+        units = {k: (u or "", bool(h) if h is not None else True)
+                 for k, u, h in conn.execute(sa.text(_UNITS), {"suite": suite})}
     out: dict[str, dict[str, tuple[float, str]]] = {}
-    for node, key, unit, hib, value, median in conn.execute(sa.text(_FIGURES), {"suite": suite}):
-        figure = value if value is not None else (1.0 / median if hib and median else median)
-        if figure is not None and figure > 0 and math.isfinite(figure):
-            out.setdefault(node, {})[key] = (float(figure), unit or "")
+    for key in costs.columns:
+        unit, higher_is_better = units.get(key, ("", True))
+        for node, cost in costs[key].dropna().items():
+            if cost > 0 and math.isfinite(cost):
+                out.setdefault(str(node), {})[key] = (1.0 / cost if higher_is_better else float(cost), unit)
     return out
 
 
@@ -86,16 +87,17 @@ def compare(here: dict[str, tuple[float, str]], there: dict[str, tuple[float, st
     return rows
 
 
-def like(conn: sa.Connection, node: str | None = None, suite: str = "sparecores", top: int = 5,
+def like(reg: Registry, node: str | None = None, suite: str = "sparecores", top: int = 5,
          figures_of: str | None = None) -> dict:
     """The `top` imported types most like `node`, and per config how far apart the figures are for
     the nearest (or `figures_of`)."""
-    node = node or default_node(conn)
-    require_node_id(conn, node)
-    figures = _figures(conn, suite)
+    with reg.connect() as conn:
+        node = node or default_node(conn)
+        require_node_id(conn, node)
+        info = {r.name: dict(r._mapping) for r in conn.execute(sa.text(_NODES))}
+    figures = _figures(reg, suite)
     if node not in figures:
         raise UserError(f"node {node!r} has no profile in suite {suite!r}: run `nodereg profile {node} --suite {suite}`")
-    info = {r.name: dict(r._mapping) for r in conn.execute(sa.text(_NODES))}
     me = info[node]
     ranked = []
     for other, figs in figures.items():

@@ -189,11 +189,13 @@ def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: se
             "within_15": float(np.mean(np.abs(err) <= 0.15))}
 
 
-def _read(db: str, fn):
-    """`fn(conn)` on a registry opened for it alone: DuckDB lets one process hold the file, and the
-    `nodereg` commands run in between."""
+def _read(db: str, fn, whole: bool = False):
+    """`fn(conn)` (`whole`: `fn(registry)`) on a registry opened for it alone: DuckDB lets one
+    process hold the file, and the `nodereg` commands run in between."""
     reg = open_registry(db, readonly=True)
     try:
+        if whole:
+            return fn(reg)
         with reg.connect() as conn:
             return fn(conn)
     finally:
@@ -261,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     console = Console()
     try:
-        alike = _read(args.db, lambda conn: like(conn, args.node, "sparecores", 500))
+        alike = _read(args.db, lambda reg: like(reg, args.node, "sparecores", 500), whole=True)
         full = _read(args.db, lambda conn: full_suite_nodes(conn, args.node))
     except UserError as exc:   # a one-line reason (no import, no suite profile here)
         console.print(f"error: {exc}")

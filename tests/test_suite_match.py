@@ -170,6 +170,8 @@ def test_profile_measures_the_suite_here(cli, db_url):
     assert [r["threads"] for r in rows] == [1, 0]
     sigs = fetch_rows(db_url, "SELECT DISTINCT metric FROM signatures WHERE source = 'proc'")
     assert {"cpu_util", "wss_llc"} <= {s["metric"] for s in sigs}
+    # `nodes like` without a node: the one whose suite profile this host measured, alone here
+    assert_one_line_error(cli("nodes", "like"), "'here'", "no other node")
     assert_one_line_error(cli("profile", "here", "--suite", "spec"), "spec")
     assert_one_line_error(cli("profile", "here", "--suite", "sparecores", "--kernels", "passmark"), "passmark")
 

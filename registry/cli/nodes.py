@@ -171,8 +171,7 @@ def like(ctx: typer.Context,
     nearest figures), and per config how far apart their figures are."""
     from registry.like import like as find_like
 
-    with state(ctx).registry(readonly=True).connect() as conn:
-        out = find_like(conn, name, suite, top, figures)
+    out = find_like(state(ctx).registry(readonly=True), name, suite, top, figures)
     if as_json:
         print_json(out)
         return
