@@ -22,6 +22,12 @@ def match(
                                                                "(node price x predicted time; `nodereg nodes set`)."),
     deadline: float = typer.Option(None, "--deadline", help="Leave out nodes predicted slower than S seconds."),
     budget: float = typer.Option(None, "--budget", help="Leave out nodes whose predicted cost per run exceeds X."),
+    suite: str = typer.Option(None, "--suite", help="Compare with this suite's configs: 'nodereg' (our kernels) "
+                                                    "or an imported one ('sparecores'); default: the one the base "
+                                                    "and the target nodes share, profiled on most nodes."),
+    exclude: list[str] = typer.Option(None, "--exclude", metavar="PREFIX",
+                                      help="Leave configs whose key starts with PREFIX out of the references "
+                                           "(repeatable; e.g. sparecores:openssl when checking openssl itself)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     no_store: bool = typer.Option(False, "--no-store", help="Only show the predictions; store nothing."),
     from_runs: bool = typer.Option(False, "--from-runs", help="APP measured on 1-3 node types of an imported suite: "
@@ -60,7 +66,8 @@ def match(
     st = state(ctx)
     with current_reader(st, "match").connect() as conn:
         found = find_trace(conn, trace)
-        inputs = load_inputs(conn, found, base=base, nodes=targets, model=model)
+        inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
+                             exclude=tuple(exclude or ()))
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
@@ -78,13 +85,15 @@ def match(
     if top:
         result.nodes = result.nodes[:top]
     if as_json:
-        print_json({**result.to_dict(explain=explain), "caveats": [c.to_dict() for c in caveats]})
+        print_json({**result.to_dict(explain=explain), "suite": inputs.suite, "excluded_references": list(inputs.exclude),
+                    "caveats": [c.to_dict() for c in caveats]})
         return
     rows = [{"rank": n.rank, "node": n.node, "predicted_s": n.predicted_s,
              "interval_s": f"{n.low_s:.3g} - {n.high_s:.3g}", "speedup": n.speedup, "threads": n.threads,
              **_cost_columns(n)} for n in result.nodes]
+    suite_note = f", suite {inputs.suite}" if inputs.suite != "nodereg" else ""
     print_table(rows, title=f"{result.app} on {result.base}: {_base_time(inputs)}, "
-                            f"model {result.model}, coverage {result.coverage:.0%}, by {result.objective}")
+                            f"model {result.model}{suite_note}, coverage {result.coverage:.0%}, by {result.objective}")
     for x in result.excluded:
         err_console.print(f"left out: {x['node']}: {x['reason']}")
     for phase in result.phases:

@@ -172,3 +172,29 @@ def import_specs(ctx: typer.Context, path: Path = _csv_file("column node and any
     with state(ctx).registry().begin() as conn:
         count, created = import_specs_csv(conn, path)
     console.print(f"set the specs of {count} nodes from {path}" + (f" (new: {', '.join(created)})" if created else ""))
+
+
+@nodes_app.command("like")
+def like(ctx: typer.Context,
+         name: str = typer.Argument(None, help="Node (default: the one whose suite profile this host measured last)."),
+         suite: str = typer.Option("sparecores", "--suite", help="Suite whose figures are compared."),
+         top: int = typer.Option(5, "--top", min=1, help="How many of the most alike nodes to list."),
+         figures: str = typer.Option(None, "--figures", help="Compare the figures with this node (default: the "
+                                                              "most alike)."),
+         as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """The imported node types most like NODE (the same CPU model, then microarchitecture, then the
+    nearest figures), and per config how far apart their figures are."""
+    from registry.like import like as find_like
+
+    out = find_like(state(ctx).registry(readonly=True), name, suite, top, figures)
+    if as_json:
+        print_json(out)
+        return
+    print_table([{"node": r["node"], "match": r["match"], "cpu_family": r["cpu_family"], "n_cpus": r["n_cpus"],
+                  "configs": r["shared_configs"], "median_diff": f"{r['median_abs_diff']:.0%}",
+                  "rms_log": r["rms_log"]} for r in out["like"]],
+                title=f"nodes most like {out['node']} ({out['cpu_family'] or out['cpu_model']}, "
+                      f"{out['n_cpus']} CPUs) in suite {out['suite']}")
+    print_table([{"config": f["config"], "unit": f["unit"], "here": f["here"], "there": f["there"],
+                  "there/here": f"{f['diff']:+.0%}"} for f in out["figures"]],
+                title=f"{out['node']} against {out['figures_of']}: per figure")

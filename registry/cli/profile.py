@@ -92,11 +92,19 @@ def profile(
                                          "wait up to this long for it to become idle."),
     strict: bool = typer.Option(False, "--strict", help="Refuse to measure (or to store) on a busy host; "
                                                         "by default a warning is printed and the load is stored."),
+    suite: str = typer.Option(None, "--suite", help="Measure an imported suite's locally runnable part instead "
+                                                    "of our kernels: 'sparecores' (stress-ng, openssl speed, "
+                                                    "membench and bw_mem sizes; --kernels picks tasks)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Measure this node's microbenchmark profile and store it with the node's inventory.
 
     Ctrl-C or SIGTERM stop it with nothing stored (exit 130 or 143)."""
+    if suite not in (None, "nodereg"):
+        if full or cpus or threads or reps or cachegrind or host:
+            raise UserError("--suite takes only --quick, --kernels (tasks), --wait-idle, --strict and --json")
+        _profile_suite(ctx, node, suite, quick, kernels, wait_idle, strict, as_json)
+        return
     # imported here, as the other commands' start-up does not need the profiler
     from registry.microbench.driver import driver_binary
     from registry.profile import cachegrind_pass, catalog, profiler, signatures
@@ -156,3 +164,56 @@ def profile(
         err_console.print(f"note: {unstable} configurations kept varying between repetitions (README: unstable); "
                           f"on a busy or frequency-scaling host re-run `nodereg profile {node} --wait-idle 600`; "
                           "`nodereg match` widens its intervals for this node meanwhile")
+
+
+def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks: str | None,
+                   wait_idle: float | None, strict: bool, as_json: bool) -> None:
+    """`profile NODE --suite sparecores`: the imported suite's configs that run here (docs/sparecores-trace.md)."""
+    from registry.db.names import check_name
+    from registry.inventory import collect
+    from registry.profile.suite import measure as suite_measure
+    from registry.profile.suite import plan as suite_plan
+    from registry.profile.suite import tools
+    from registry.profile.suite.store import store_suite_profile
+
+    if suite != suite_plan.SUITE:
+        raise UserError(f"unknown suite {suite!r}: `--suite sparecores` measures the Spare Cores suite here")
+    check_name(node, "node")
+    chosen = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
+    needs_stressng = chosen is None or any(t.startswith("stressng") for t in chosen)
+    available = tools.stress_ng_stressors() if needs_stressng and not tools.missing_tools(
+        [suite_plan.SuiteConfig("stressng", "cpu")]) else None
+    configs = suite_plan.plan(quick, chosen, available)
+    missing = tools.missing_tools(configs)
+    if missing:
+        raise UserError(f"the Spare Cores suite needs {', '.join(missing)} on this machine")
+    inv = collect(None)
+    state(ctx).registry()
+    state(ctx).close()
+    seconds = 1.0 if quick else 2.0
+    total = sum(suite_measure.estimate_s(c, seconds) for c in configs)
+    columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
+               TimeElapsedColumn(), text_column("ETA"), TimeRemainingColumn())
+    with interrupts_reported(f"the suite profile of {node} was not finished: nothing was stored"):
+        seen = _check_host(wait_idle, strict)
+        watch = load.Watch()
+        with Progress(*columns, console=err_console, transient=True) as progress:
+            bar = progress.add_task(f"profiling {node} ({suite})", total=total)
+
+            def advance(config, weight):
+                progress.update(bar, advance=weight, description=config.key)
+                _watch_host(watch, strict, progress.console)
+
+            record = suite_measure.measure(node, configs, inv, seconds, quick, advance)
+        record.host_load = seen.merge(watch.seen).to_dict()
+        state(ctx).registry().write(lambda conn: store_suite_profile(conn, record))
+    rows = [{"config": r.config.key, "value": r.value, "unit": r.config.unit,
+             "cpu_util": r.signature.get("proc", {}).get("cpu_util")} for r in record.results]
+    if as_json:
+        print_json({"node": node, "suite": suite, "profile_uid": record.uid, "configs": len(rows),
+                    "duration_s": round(record.duration_s, 2), "tools": record.tools, "runs": rows,
+                    "host_load": record.host_load})
+        return
+    print_table(rows, title=f"{node}: the {suite} suite measured here")
+    console.print(f"stored suite profile {record.uid} of node {node}: {len(rows)} configurations, "
+                  f"{record.duration_s:.1f} s")

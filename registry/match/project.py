@@ -123,6 +123,20 @@ def cpu_util(signature: dict) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
+def parallel_use(signature: dict) -> float | None:
+    """The CPUs a phase would keep busy on a host of its own: its CPU use plus the time its threads
+    waited on a run queue (the `sched.demand` of registry.measure.signature), where the trace has
+    it; else its CPU use. On a shared host the CPU use alone reads low: `openssl speed -multi 2`
+    kept 0.27 of this 2-vCPU machine's CPUs busy while six other test suites ran, and Amdahl's split
+    (registry.match.references.thread_parts) took it for a serial program, predicting a 192-vCPU
+    type no faster than one core (docs/sparecores-trace.md). On an idle host the two agree."""
+    util = cpu_util(signature)
+    demand = signature.get("sched", {}).get("demand")
+    if util is None or demand is None or not math.isfinite(demand):
+        return util
+    return max(util, float(demand))
+
+
 def _features(signature: dict) -> dict[str, float]:
     return {f"{src}.{m}": v for src, metrics in signature.items() for m, v in metrics.items()
             if v is not None and math.isfinite(v)}
@@ -156,7 +170,8 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
     if util is not None and util < IDLE_CPU_UTIL:
         same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
         return PhaseResult(phase.name, time_s, "idle", {}, same)
-    parts = refs_mod.thread_parts(util, fixed_threads or trace.threads, profiles.n_cpus[profiles.base])
+    parts = refs_mod.thread_parts(parallel_use(phase.signature), fixed_threads or trace.threads,
+                                  profiles.n_cpus[profiles.base])
     features = _features(phase.signature)
     preds: dict[str, NodePrediction] = {}
     matches, warnings, threads = [], [], {}
@@ -235,6 +250,8 @@ class Inputs:
     runs: list[tuple]            # the app's measured runs on the base node: (uid, threads, time_s), oldest first
     base_time_s: float
     stream_refs: object = None   # registry.match.streams.StreamRefs, for a model that needs streams
+    suite: str = "nodereg"       # the suite of configs the references are drawn from
+    exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
 
 
 _BASE_RUNS = """
@@ -243,14 +260,18 @@ WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 
 def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
-                nodes: list[str] | None = None, model: str = PROJECTION) -> Inputs:
+                nodes: list[str] | None = None, model: str = PROJECTION, suite: str | None = None,
+                exclude: tuple[str, ...] = ()) -> Inputs:
     """What projecting the traced app onto every node (or `nodes`) with `model` reads, checked. A
-    model that needs streams (corredor) projects the phases that carry them (registry.match.streams)."""
+    model that needs streams (corredor) projects the phases that carry them (registry.match.streams).
+    `suite`: the configs compared (default: registry.match.references.choose_suite); `exclude`:
+    config key prefixes that are not references."""
     trace = found.trace
     base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
         raise UserError(f"the trace of {trace.name!r} ended with status {trace.status!r}: trace a successful run")
-    profiles = refs_mod.load_profiles(conn, base, nodes)
+    suite = suite or refs_mod.choose_suite(conn, base, nodes)
+    profiles = refs_mod.load_profiles(conn, base, nodes, suite, tuple(exclude))
     targets = nodes or profiles.nodes()
     missing = sorted(set(targets) - set(profiles.nodes()))
     if missing:
@@ -272,7 +293,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
-                  stream_match.load_refs(conn) if streamed else None)
+                  stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude))
 
 
 def model_identity(model: str) -> tuple[str, str]:

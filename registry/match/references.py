@@ -36,17 +36,18 @@ from registry.models.base import Matrix, ReferenceSet
 _RUNS = """
 WITH latest AS (
     SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts
-    FROM (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id, host) per_host),
+    FROM (SELECT p.node_id, max(p.profile_id) AS profile_id FROM profiles p {in_suite} GROUP BY p.node_id, p.host) per_host),
 runs AS (
     SELECT r.run_id, l.node_id, l.hosts, c.threads,
            CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
-           CASE WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
+           CASE WHEN r.value IS NOT NULL     THEN 1.0 / NULLIF(r.median_s, 0)
+                WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
                 WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
                 WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
                 ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END AS throughput
     FROM profile_runs r
     JOIN latest l ON l.profile_id = r.profile_id
-    JOIN ub_configs c ON c.config_id = r.config_id
+    JOIN ub_configs c ON c.config_id = r.config_id {suite_configs}
     LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND lv.owner_id = r.run_id
          AND lv.source = 'streams' AND lv.metric = 'ws_level')
 SELECT run_id AS first_run, node_id, threads, combo, throughput FROM runs WHERE hosts = 1 AND throughput > 0
@@ -54,8 +55,19 @@ UNION ALL
 SELECT min(run_id), node_id, threads, combo, percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput)
 FROM runs WHERE hosts > 1 AND throughput > 0
 GROUP BY node_id, threads, combo"""
+# Suites (schema/migrations/0014_imported_suites.sql): configs are compared within one suite only. A
+# registry with our kernels alone reads every run as before (no suite filter: the 10,000-node
+# benchmark's query is unchanged); otherwise each node's latest profile *in the suite* and that
+# suite's configs. An imported config's throughput is 1 / median_s (a time-like cost of the whole
+# node: contract), its threads 0 for "all of the node's CPUs".
+_SUITE_OF = "COALESCE(u.suite, 'nodereg')"
+_IN_SUITE = f"""WHERE p.profile_id IN (SELECT r.profile_id FROM profile_runs r
+    JOIN ub_configs c ON c.config_id = r.config_id JOIN microbenchmarks u ON u.ub_id = c.ub_id
+    WHERE {_SUITE_OF} = :suite GROUP BY r.profile_id)"""
+_SUITE_CONFIGS = f"JOIN microbenchmarks u ON u.ub_id = c.ub_id AND {_SUITE_OF} = :suite"
+_SUITES = "SELECT DISTINCT COALESCE(suite, 'nodereg') AS suite FROM microbenchmarks"
 _CONFIGS = """
-SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json
+SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json, c.config_key, u.suite
 FROM ub_configs c JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
 # with the one host a node's profiles were measured on (none where there are several, or none known)
 _NODES = """
@@ -67,7 +79,8 @@ LEFT JOIN (SELECT node_id, min(host) AS host, count(DISTINCT host) AS hosts FROM
 _FEATURES = """
 SELECT r.config_id, s.source, s.metric, s.value FROM signatures s
 JOIN profile_runs r ON s.owner_kind = 'profile_run' AND s.owner_id = r.run_id
-WHERE r.profile_id = (SELECT max(profile_id) FROM profiles WHERE node_id = :node) AND s.source <> 'streams'"""
+WHERE r.profile_id = (SELECT max(p.profile_id) FROM profiles p {in_suite_and} p.node_id = :node)
+  AND s.source <> 'streams'"""
 
 
 @dataclass
@@ -104,10 +117,14 @@ class Profiles:
         return sorted(self.node_names[np.bincount(self.node, minlength=len(self.node_names)) > 0].tolist())
 
 
-def _family_key(ub: str, family: str, ws_level: int, params_json: str | None) -> str:
+def _family_key(ub: str, family: str, ws_level: int, params_json: str | None, config_key: str = "",
+                suite: str | None = None) -> str:
     """What a config *is*, whatever its thread count: memory kernels by cache level (their sizes
     follow each node's caches) and, for writers, the store kind ('triad|memory|nt': non-temporal
-    stores, which scale differently from ordinary ones); the rest by their parameters."""
+    stores, which scale differently from ordinary ones); the rest by their parameters. An imported
+    suite's config is its key without the thread part ('sparecores:openssl:sha256:16384')."""
+    if suite not in (None, "nodereg"):
+        return re.sub(r":(1t|all)$", "", config_key)
     if family in ("bandwidth", "latency") and ws_level >= 0:
         nt = family == "bandwidth" and bool(json.loads(params_json or "{}").get("nt"))
         return f"{ub}|{'memory' if ws_level == 0 else f'L{ws_level}'}{'|nt' if nt else ''}"
@@ -198,7 +215,49 @@ def base_node(conn: sa.Connection, app: str, traced_on: str, base: str | None) -
     return base or traced_on
 
 
-def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None) -> Profiles:
+def suites(conn: sa.Connection) -> list[str]:
+    """The suites this registry holds configs of ('nodereg': our kernels)."""
+    return sorted(conn.execute(sa.text(_SUITES)).scalars())
+
+
+_NODE_SUITES = f"""
+SELECT DISTINCT n.name AS node, {_SUITE_OF} AS suite FROM profiles p
+JOIN nodes n ON n.node_id = p.node_id JOIN profile_runs r ON r.profile_id = p.profile_id
+JOIN ub_configs c ON c.config_id = r.config_id JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
+
+
+def choose_suite(conn: sa.Connection, base: str, nodes: list[str] | None = None) -> str:
+    """The suite a projection from `base` compares in, when none is named: one the base node and
+    every named target have a profile in, the one profiled on most nodes (ties: our own kernels).
+    A machine profiled with both its own kernels and the Spare Cores suite projects onto the
+    imported types (only that suite there) in the latter, onto its fellow profiled nodes in ours."""
+    held = suites(conn)
+    if len(held) <= 1:
+        return held[0] if held else "nodereg"
+    rows = conn.execute(sa.text(_NODE_SUITES)).all()
+    by_suite: dict[str, set[str]] = {}
+    for node, suite in rows:
+        by_suite.setdefault(suite, set()).add(node)
+    fits = [s for s, members in by_suite.items() if base in members and set(nodes or ()) <= members]
+    if not fits:
+        raise UserError(f"no suite of configs is profiled on {base!r} and on every target node: "
+                        "profile them in one (`nodereg profile NODE --suite sparecores`) or name other nodes")
+    return max(fits, key=lambda s: (len(by_suite[s]), s == "nodereg"))
+
+
+def _runs_sql(filtered: bool) -> tuple[str, str]:
+    """The runs and features queries, restricted to `suite` where the registry holds several."""
+    if not filtered:
+        return _RUNS.format(in_suite="", suite_configs=""), _FEATURES.format(in_suite_and="WHERE")
+    return (_RUNS.format(in_suite=_IN_SUITE, suite_configs=_SUITE_CONFIGS),
+            _FEATURES.format(in_suite_and=_IN_SUITE + " AND"))
+
+
+def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None, suite: str = "nodereg",
+                  exclude: tuple[str, ...] = ()) -> Profiles:
+    """Every node's latest profile in `suite`, seen from `base`; `exclude`: key prefixes of configs
+    that are not references (a program checked against its own micro-benchmark: openssl's configs
+    when checking openssl)."""
     node_table = read_arrays(conn, _NODES)
     names = node_table["node"]
     if base not in set(names.tolist()):
@@ -207,7 +266,13 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         kept = np.isin(names, list(set(nodes) | {base}))
         node_table = {c: a[kept] for c, a in node_table.items()}
         names = node_table["node"]
-    runs = read_arrays(conn, _RUNS)
+    held = suites(conn)
+    if suite not in held and held:
+        raise UserError(f"no configs of suite {suite!r} in this registry (it holds: {', '.join(held)})")
+    filtered = held != ["nodereg"]
+    runs_sql, features_sql = _runs_sql(filtered)
+    by_suite = {"suite": suite} if filtered else {}
+    runs = read_arrays(conn, runs_sql, by_suite or None)
     first = runs.pop("first_run").astype(np.int64, copy=False)
     if len(first) > 1 and (first[1:] < first[:-1]).any():  # in measurement order (free when it already is)
         order = np.argsort(first, kind="stable")
@@ -220,24 +285,33 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         node, throughput, threads, combo = node[keep], throughput[keep], threads[keep], combo[keep]
     base_code = int(np.flatnonzero(names == base)[0])
     if not (node == base_code).any():
-        raise UserError(f"the base node {base!r} has no profile: run `nodereg profile {base}` on it first")
+        how = f"nodereg profile {base}" + (f" --suite {suite}" if suite != "nodereg" else "")
+        raise UserError(f"the base node {base!r} has no profile{'' if suite == 'nodereg' else f' in suite {suite}'}: "
+                        f"run `{how}` on it first")
     # keys are computed once per distinct (config, level), then mapped back by integers
     combo_code, combos = _factorize(combo)
     configs = read_arrays(conn, _CONFIGS)
-    config = {int(c): (u, f, p, j) for c, u, f, p, j in zip(configs["config_id"], configs["ub"], configs["family"],
-                                                            configs["placement"], configs["params_json"])}
+    config = {int(c): (u, f, p, j, k, s) for c, u, f, p, j, k, s in zip(
+        configs["config_id"], configs["ub"], configs["family"], configs["placement"], configs["params_json"],
+        configs["config_key"], configs["suite"])}
     keys, placements = [], []
     for c in combos.tolist():
-        ub, family, placement, params = config.get(c // 64, ("", "", None, None))
-        keys.append(_family_key(ub, family, c % 64 - 1, params))
+        ub, family, placement, params, key, of_suite = config.get(c // 64, ("", "", None, None, "", None))
+        keys.append(_family_key(ub, family, c % 64 - 1, params, key, of_suite if isinstance(of_suite, str) else None))
         placements.append(placement or "")
     key_names, key_of_combo = np.unique(np.array(keys, dtype=str), return_inverse=True)
     placement_names, placement_of_combo = np.unique(np.array(placements, dtype=str), return_inverse=True)
     key = key_of_combo[combo_code]
     placement = placement_of_combo[combo_code]
+    if exclude:
+        kept = ~np.isin(key, np.flatnonzero([k.startswith(tuple(exclude)) for k in key_names.tolist()]))
+        node, throughput, threads, key, placement, combo_code = (
+            a[kept] for a in (node, throughput, threads, key, placement, combo_code))
+    cpus_of = np.array([int(c) if c == c else 1 for c in node_table["n_cpus"].astype(float)], dtype=np.int64)
+    threads = np.where(threads == 0, cpus_of[node], threads)   # an imported 'all' config: the node's CPUs
     throughput = _pool_one_thread(_hardware(node_table)[node], key, placement, threads, throughput)
     base_id = int(node_table["node_id"][base_code])
-    features = _base_features(read_arrays(conn, _FEATURES, {"node": base_id}))
+    features = _base_features(read_arrays(conn, features_sql, {"node": base_id, **by_suite}))
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
     return Profiles(base, names.astype(object), key_names, node.astype(np.int64, copy=False),
                     key, threads, placement_names.astype(object), placement,

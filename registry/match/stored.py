@@ -52,6 +52,8 @@ def inputs_digest(conn: sa.Connection, inputs: Inputs, identity: tuple[str, str]
                 sorted(uid for uid, _, _ in inputs.runs)]
     if options:  # with none, the digest of the sets stored before options existed
         material.append(sorted(options.items()))
+    if inputs.suite != "nodereg" or inputs.exclude:   # likewise: our kernels, every config
+        material.append([inputs.suite, sorted(inputs.exclude)])
     return hashlib.sha256(orjson.dumps(material)).hexdigest()
 
 

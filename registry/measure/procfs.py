@@ -1,7 +1,8 @@
 """Raw reads of /proc for one process tree: what the sampler turns into per-interval rates.
 
 Why these files: per-thread `schedstat` gives CPU time in nanoseconds (`stat`'s utime/stime tick at
-100 Hz, too coarse for 0.1 s intervals) and the number of times the thread was switched in;
+100 Hz, too coarse for 0.1 s intervals), the time the thread waited on a run queue (ready, but another
+process had the CPU: what a shared host takes away) and the number of times it was switched in;
 `stat` gives faults, RSS and thread count; `io` gives bytes read/written (it also accumulates reaped
 children). `smaps_rollup`'s Referenced field after a write of "1" to `clear_refs` is the memory the
 process touched since the previous clear: its working set per interval, which tells a phase
@@ -73,6 +74,7 @@ class ProcessCounters:
 
     cpu_ns: dict[int, int] = field(default_factory=dict)     # tid -> CPU time (ns)
     switches: dict[int, int] = field(default_factory=dict)   # tid -> times switched in
+    wait_ns: dict[int, int] = field(default_factory=dict)    # tid -> time runnable but not running (ns)
     minflt: int = 0
     majflt: int = 0
     rss_bytes: int = 0
@@ -103,6 +105,7 @@ def read_process(pid: int) -> ProcessCounters | None:
         if sched:
             parts = sched.split()
             pc.cpu_ns[int(tid)] = int(parts[0])
+            pc.wait_ns[int(tid)] = int(parts[1])
             pc.switches[int(tid)] = int(parts[2])
     io = _read(f"/proc/{pid}/io")
     if io:

@@ -15,6 +15,10 @@ One `sample()` per interval turns the cumulative counters of `procfs` into one r
 | write_mb_s      | bytes written, MB/s                                                   |
 | wss_mb          | memory touched since the previous working-set read, MB                |
 | wss_window_s    | seconds since that previous read (the window `wss_mb` covers)          |
+| runq_util       | seconds per second its threads were ready to run but waited for a CPU  |
+
+`runq_util` is not one of the stored sample columns (METRICS): a phase's CPU use plus it is the
+CPUs the phase would have kept busy on a host of its own (registry.measure.signature, `sched`).
 
 Row times are the interval's end, in seconds since the command started. The working set costs a
 page-table walk proportional to RSS (about 3.5 ms + 4-12 ms for 256 MB on the development VM), so
@@ -46,6 +50,7 @@ class TreeSampler:
         self.rows: list[dict] = []
         self._cpu: dict[tuple[int, int], int] = {}
         self._switches: dict[tuple[int, int], int] = {}
+        self._wait: dict[tuple[int, int], int] = {}
         self._totals = (0, 0, 0, 0)
         self._t_prev: float | None = None
         self._wss_due = 0.0
@@ -125,13 +130,14 @@ class TreeSampler:
         return sum(known) / MB, window
 
     def _row(self, counters: dict, t_s: float, dt: float, wss: tuple[float, float] | None) -> dict:
-        cpu_total, active, switches = 0, 0, 0
+        cpu_total, active, switches, waited = 0, 0, 0, 0
         for pid, c in counters.items():
             for tid, ns in c.cpu_ns.items():
                 delta = max(0, ns - self._cpu.get((pid, tid), 0))
                 cpu_total += delta
                 active += delta >= ACTIVE_SHARE * dt * 1e9
                 switches += max(0, c.switches[tid] - self._switches.get((pid, tid), 0))
+                waited += max(0, c.wait_ns.get(tid, 0) - self._wait.get((pid, tid), 0))
         faults_min, faults_maj, read, write = (max(0, now - before) for now, before in
                                                zip(_totals(counters), self._totals))
         return {
@@ -147,11 +153,13 @@ class TreeSampler:
             "write_mb_s": write / MB / dt,
             "wss_mb": math.nan if wss is None else wss[0],
             "wss_window_s": math.nan if wss is None else wss[1],
+            "runq_util": waited / 1e9 / dt,
         }
 
     def _remember(self, counters: dict) -> None:
         self._cpu = {(pid, tid): ns for pid, c in counters.items() for tid, ns in c.cpu_ns.items()}
         self._switches = {(pid, tid): n for pid, c in counters.items() for tid, n in c.switches.items()}
+        self._wait = {(pid, tid): n for pid, c in counters.items() for tid, n in c.wait_ns.items()}
         self._totals = _totals(counters)
 
 

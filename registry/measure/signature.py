@@ -6,6 +6,10 @@ Sources and metrics (see docs/trace.md for what they mean and how they were chos
   ctxsw_per_s, read_mb_s, write_mb_s
 - counters (perf, where the node has a PMU): ipc, cache_miss_rate, misses_per_kinst
 - cachegrind (with --cachegrind): see `registry.measure.cachegrind.METRICS`
+- sched (phases only): demand, the CPUs the phase kept busy plus those its threads waited for on a
+  run queue: what it would have used on a host of its own. Not a feature of any config, so it never
+  enters a distance; `nodereg match` splits a phase's serial and parallel parts with it
+  (registry.match.project.parallel_use).
 
 `wss_llc` (working set over the last-level cache size) is what tells a memory-bound phase from a
 compute-bound one on nodes without counters: > 1 means the phase touches more memory per interval
@@ -85,6 +89,14 @@ def proc_signature(spans: list[tuple[dict, float]], llc_bytes: int | None = None
     return sig
 
 
+def sched_demand(spans: list[tuple[dict, float]]) -> float | None:
+    """CPU use plus run-queue wait, weighted by the intervals' lengths (None: not sampled)."""
+    rows = [(r, s) for r, s in spans if "runq_util" in r and s > 0]
+    if not rows:
+        return None
+    return float(np.average([r["cpu_util"] + r["runq_util"] for r, _ in rows], weights=[s for _, s in rows]))
+
+
 def counter_signature(rows: list[dict]) -> dict[str, float]:
     totals = {e: sum(r[e] for r in rows if e in r) for e in perf.EVENTS if any(e in r for r in rows)}
     if not totals:
@@ -100,6 +112,9 @@ def attach(phases: list[Phase], samples: list[dict], counter_rows: list[dict], l
         proc = proc_signature(spans_in(samples, intervals), llc_bytes, wss_reads(samples, intervals, interval_s))
         if proc:
             ph.signature["proc"] = proc
+        demand = sched_demand(spans_in(samples, intervals))
+        if demand is not None:
+            ph.signature["sched"] = {"demand": demand}
         if counter_rows:
             cnt = counter_signature(rows_in(counter_rows, intervals))
             if cnt:

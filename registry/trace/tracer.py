@@ -37,8 +37,9 @@ class Observation:
 
 def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
             cpus: list[int] | None = None, env: dict | None = None, omp: bool = True,
-            counters: bool | None = None, wss: bool = True) -> Observation:
-    """Run `argv` once under every available sampling source. Raises runner.Interrupted on Ctrl-C."""
+            counters: bool | None = None, wss: bool = True, stdout: int | None = None) -> Observation:
+    """Run `argv` once under every available sampling source (`stdout`: a file descriptor for its
+    standard output, default ours). Raises runner.Interrupted on Ctrl-C."""
     env = dict(os.environ if env is None else env)
     runner.check_command(argv, env)
     use_counters = perf.available() if counters is None else counters
@@ -53,7 +54,7 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
                 notes.append(f"OpenMP regions not traced: {exc}")
         run_argv = perf.wrap(argv, perf_out, interval_s) if use_counters else list(argv)
         result = runner.run(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, wss=wss,
-                            scratch=(Path(tmp),))
+                            scratch=(Path(tmp),), stdout=stdout)
         result.argv = list(argv)
         counter_rows = perf.parse(perf_out.read_text()) if use_counters and perf_out.exists() else []
         records = gomp.read_records(omp_out, result.t0_monotonic) if omp else []

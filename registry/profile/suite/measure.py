@@ -1,0 +1,63 @@
+"""Measuring the locally runnable part of the suite: every planned config, then one profile.
+
+Nothing is stored here (registry.profile.suite.store writes the whole profile in one transaction).
+"""
+
+import subprocess
+import time
+from collections.abc import Callable
+
+from registry import __version__
+from registry.db import utcnow
+from registry.errors import UserError
+from registry.inventory import Inventory
+from registry.microbench.driver import Driver, driver_binary
+from registry.profile.stats import RepPolicy
+from registry.profile.suite import membench, tools
+from registry.profile.suite.plan import SuiteConfig
+from registry.profile.suite.store import SuiteProfile, SuiteResult
+
+KERNEL_TASKS = ("membench", "bw_mem")      # measured by our driver; the rest by the tools themselves
+
+
+def estimate_s(config: SuiteConfig, seconds: float) -> float:
+    """Rough seconds per config (weights the progress bar)."""
+    return 0.8 if config.task in KERNEL_TASKS else max(1, round(seconds)) + 0.3
+
+
+def _version(argv: list[str]) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except OSError:
+        return None
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else None
+
+
+def measure(node: str, configs: list[SuiteConfig], inv: Inventory, seconds: float, quick: bool,
+            advance: Callable[[SuiteConfig, float], None] = lambda c, w: None) -> SuiteProfile:
+    """Run every config (tools for `seconds` each; kernels until their median settles) with its signature."""
+    missing = tools.missing_tools(configs)
+    if missing:
+        raise UserError(f"the Spare Cores suite needs {', '.join(missing)} on this machine")
+    started, t0 = utcnow(), time.monotonic()
+    llc = inv.last_level_cache()
+    llc_bytes = llc.size_bytes if llc else None
+    results = []
+    for c in (c for c in configs if c.task not in KERNEL_TASKS):
+        value, sig = tools.run(c, inv.cpu_count, seconds, llc_bytes)
+        results.append(SuiteResult(c, value, sig))
+        advance(c, estimate_s(c, seconds))
+    kernels = [c for c in configs if c.task in KERNEL_TASKS]
+    if kernels:
+        policy = RepPolicy.for_mode("quick" if quick else "default")
+        with Driver(driver_binary()) as driver:
+            for c in kernels:
+                value, sig = membench.measure(driver, c, inv, policy)
+                kc = membench.kernel_config(c, inv)
+                results.append(SuiteResult(c, value, sig, kc.ws_bytes))
+                advance(c, estimate_s(c, seconds))
+    used = {c.task for c in configs}
+    versions = {"stress-ng": _version(["stress-ng", "--version"]) if used & {"stressng", "stressngfull"} else None,
+                "openssl": _version(["openssl", "version"]) if "openssl" in used else None}
+    return SuiteProfile(node, inv, results, started, utcnow(), time.monotonic() - t0, __version__,
+                        {k: v for k, v in versions.items() if v})

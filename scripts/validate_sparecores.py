@@ -1,0 +1,325 @@
+"""Validate the trace path onto imported Spare Cores types (docs/sparecores-trace.md quotes what this prints).
+
+Runs here the programs Spare Cores measured that run on this machine, traces each (`nodereg
+trace`), predicts it on every imported node (`nodereg match --suite sparecores`) and compares the
+predicted ratios node / same-CPU type with the measured ones (Spare Cores' own figures):
+
+- compression: Python's gzip, bz2 and lzma (and brotli, zstandard when installed) at Spare Cores'
+  levels on a text corpus (Debian's /usr/share/common-licenses, repeated), one thread
+  (`compression:<algo>-<level>:compress|decompress:1t`);
+- redis: one redis-server and one `redis-benchmark -t set -P <pipeline>` per vCPU (`redis:set:p<n>`);
+- openssl: `openssl speed -evp sha256 -bytes 16384 -multi $(nproc)`, against the imported
+  `sparecores:openssl:sha256:16384:all` figures, with every openssl config left out of the references;
+- stress-ng: `stress-ng --cpu $(nproc) --cpu-method div16`, against `sparecores:stressngfull:cpu-div16:all`,
+  with the stress-ng cpu configs left out of the references.
+
+The registry must hold the Spare Cores import (`nodereg import sparecores`) and this machine's suite
+profile (`nodereg profile NODE --suite sparecores`). Nothing is installed: a missing tool or module
+is named and its programs are skipped.
+
+    .venv/bin/python scripts/validate_sparecores.py --db REGISTRY --node here [--same aws:m7a.large]
+        [--programs gzip-1:compress,redis:p16,...] [--quick] [--markdown FILE]
+
+For each program: the median |error| of the predicted ratio to the same-CPU type against the
+measured one over the imported nodes that measured the app, the Spearman correlation of predicted
+and measured times over them; then the medians over programs (the targets: error <= 15%,
+Spearman >= 0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import sqlalchemy as sa
+from rich.console import Console
+from rich.table import Table
+from scipy.stats import spearmanr
+
+from registry.db.engine import open_registry
+from registry.errors import UserError
+from registry.like import like
+
+LICENSES = Path("/usr/share/common-licenses")
+CORPUS_BYTES = 4 << 20
+COMPRESSORS = {   # algorithm -> (module, compress call, decompress call, levels Spare Cores ran)
+    "gzip": ("gzip", "gzip.compress(data, compresslevel={level})", "gzip.decompress(blob)", (1, 5, 9)),
+    "bzip2": ("bz2", "bz2.compress(data, compresslevel={level})", "bz2.decompress(blob)", (1, 5, 9)),
+    "lzma": ("lzma", "lzma.compress(data, preset={level})", "lzma.decompress(blob)", (1, 5, 9)),
+    "brotli": ("brotli", "brotli.compress(data, quality={level})", "brotli.decompress(blob)", (0, 4, 8, 11)),
+    "zstd": ("zstandard", "zstandard.ZstdCompressor(level={level}).compress(data)",
+             "zstandard.ZstdDecompressor().decompress(blob)", (1, 7, 14, 22)),
+}
+REDIS_PIPELINES = (1, 16, 64, 256)
+QUICK = ("gzip-1:compress", "gzip-9:compress", "gzip-5:decompress", "bzip2-1:compress", "bzip2-9:decompress",
+         "lzma-1:compress", "lzma-1:decompress", "redis:p16", "openssl", "stress-ng")
+TARGET_S = 2.0   # about how long each traced run lasts here
+
+
+@dataclass
+class Program:
+    name: str                        # as --programs names it
+    app: str                         # the imported app (or config key) it is measured by
+    argv: list[str]
+    needs: list[str]                 # commands (Debian) or python modules (PyPI)
+    one_thread: bool = False
+    exclude: list[str] = field(default_factory=list)   # reference key prefixes left out
+    config: bool = False             # measured by an imported config's figures, not an app's runs
+
+
+def corpus(tmp: Path) -> Path:
+    """A text corpus: Debian's license texts, repeated up to CORPUS_BYTES."""
+    text = b"".join(p.read_bytes() for p in sorted(LICENSES.iterdir()) if p.is_file())
+    out = tmp / "corpus.txt"
+    out.write_bytes((text * (CORPUS_BYTES // len(text) + 1))[:CORPUS_BYTES])
+    return out
+
+
+def compression_program(algo: str, level: int, op: str, corpus_path: Path, seconds: float) -> Program:
+    """One-thread (de)compression of the corpus, repeated for about `seconds` (only ratios between
+    nodes are compared, so the amount of work need not be Spare Cores')."""
+    module, comp, decomp, _ = COMPRESSORS[algo]
+    call = (comp if op == "compress" else decomp).format(level=level)
+    code = (f"import time, {module}\ndata = open({str(corpus_path)!r}, 'rb').read()\n"
+            f"blob = {comp.format(level=level)}\nt0 = time.perf_counter()\n"
+            f"while True:\n    {call}\n    if time.perf_counter() - t0 > {seconds}:\n        break\n")
+    return Program(f"{algo}-{level}:{op}", f"compression:{algo}-{level}:{op}:1t", [sys.executable, "-c", code],
+                   [f"py:{module}"], one_thread=True)
+
+
+def redis_program(pipeline: int, tmp: Path, requests: int) -> Program:
+    """Spare Cores' shape: a redis-server per vCPU, a SET client on each (here redis-benchmark)."""
+    script = tmp / f"redis-p{pipeline}.sh"
+    script.write_text(f"""#!/bin/sh
+n=$(nproc); dir=$(mktemp -d); servers=""; clients=""
+for i in $(seq $n); do
+    redis-server --port $((17100 + i)) --dir $dir --save '' --appendonly no > /dev/null 2>&1 &
+    servers="$servers $!"
+done
+for i in $(seq $n); do until redis-cli -p $((17100 + i)) ping > /dev/null 2>&1; do sleep 0.05; done; done
+for i in $(seq $n); do
+    redis-benchmark -p $((17100 + i)) -t set -P {pipeline} -n {requests} -q > /dev/null &
+    clients="$clients $!"
+done
+status=0
+for pid in $clients; do wait $pid || status=1; done
+for i in $(seq $n); do redis-cli -p $((17100 + i)) shutdown nosave > /dev/null 2>&1; done
+for pid in $servers; do wait $pid; done
+rm -rf $dir
+exit $status
+""")
+    script.chmod(0o755)
+    return Program(f"redis:p{pipeline}", f"redis:set:p{pipeline}", [str(script)],
+                   ["redis-server", "redis-cli", "redis-benchmark"])
+
+
+def programs(tmp: Path, quick: bool) -> list[Program]:
+    path = corpus(tmp)
+    out = [compression_program(a, lvl, op, path, TARGET_S / 2 if quick else TARGET_S) for a, spec in COMPRESSORS.items() for lvl in spec[3]
+           for op in ("compress", "decompress")]
+    out += [redis_program(p, tmp, 200_000 if quick else 400_000) for p in REDIS_PIPELINES]
+    n = str(os.cpu_count() or 1)
+    out.append(Program("openssl", "sparecores:openssl:sha256:16384:all",
+                       ["openssl", "speed", "-seconds", "2", "-bytes", "16384", "-multi", n, "-evp", "sha256"],
+                       ["openssl"], exclude=["sparecores:openssl"], config=True))
+    out.append(Program("stress-ng", "sparecores:stressngfull:cpu-div16:all",
+                       ["stress-ng", "-q", "--cpu", n, "--cpu-method", "div16", "-t", "3"], ["stress-ng"],
+                       exclude=["sparecores:stressngfull", "sparecores:stressng:cpu"], config=True))
+    return out
+
+
+def missing(p: Program) -> list[str]:
+    """What the program needs that this machine lacks, as install hints."""
+    out = []
+    for need in p.needs:
+        if need.startswith("py:"):
+            if importlib.util.find_spec(need[3:]) is None:
+                out.append(f"python module {need[3:]} (pip install {need[3:]})")
+        elif shutil.which(need) is None:
+            pkg = {"redis-server": "redis-server", "redis-cli": "redis-tools",
+                   "redis-benchmark": "redis-tools"}.get(need, need)
+            out.append(f"{need} (apt-get install -y {pkg})")
+    return out
+
+
+def nodereg(db: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("nodereg")
+    return subprocess.run([str(exe), "--db", db, *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+
+
+def measured(conn: sa.Connection, p: Program) -> dict[str, float]:
+    """Per imported node: the measured time of the app (median of its runs) or the config's cost."""
+    if p.config:
+        sql = """SELECT n.name, r.median_s FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id
+                 JOIN profiles pr ON pr.profile_id = r.profile_id JOIN nodes n ON n.node_id = pr.node_id
+                 WHERE c.config_key = :k AND pr.mode = 'import'"""
+    else:
+        sql = """SELECT n.name, r.time_s FROM runs r JOIN apps a ON a.app_id = r.app_id
+                 JOIN nodes n ON n.node_id = r.node_id WHERE a.name = :k AND r.source = 'sparecores'"""
+    per: dict[str, list[float]] = {}
+    for node, t in conn.execute(sa.text(sql), {"k": p.app}):
+        if t and t > 0:
+            per.setdefault(node, []).append(float(t))
+    return {n: statistics.median(ts) for n, ts in per.items()}
+
+
+def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: set[str] | None = None) -> dict | None:
+    """Predicted against measured ratios to the same-CPU type, over the nodes that have both (and
+    are `among`)."""
+    nodes = sorted((set(pred) & set(meas) & (among if among is not None else set(pred))) - {same})
+    if same not in pred or same not in meas or len(nodes) < 3:
+        return None
+    pr = np.array([pred[n] / pred[same] for n in nodes])
+    mr = np.array([meas[n] / meas[same] for n in nodes])
+    err = pr / mr - 1.0
+    rho = spearmanr([pred[n] for n in nodes], [meas[n] for n in nodes]).statistic
+    return {"nodes": len(nodes), "median_abs_error": float(np.median(np.abs(err))),
+            "median_error": float(np.median(err)), "spearman": float(rho),
+            "within_15": float(np.mean(np.abs(err) <= 0.15))}
+
+
+def _read(db: str, fn, whole: bool = False):
+    """`fn(conn)` (`whole`: `fn(registry)`) on a registry opened for it alone: DuckDB lets one
+    process hold the file, and the `nodereg` commands run in between."""
+    reg = open_registry(db, readonly=True)
+    try:
+        if whole:
+            return fn(reg)
+        with reg.connect() as conn:
+            return fn(conn)
+    finally:
+        reg.close()
+
+
+_KEYS = """
+SELECT n.name, c.config_key FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id
+JOIN microbenchmarks u ON u.ub_id = c.ub_id AND u.suite = 'sparecores'
+JOIN profiles p ON p.profile_id = r.profile_id JOIN nodes n ON n.node_id = p.node_id"""
+FULL_SHARE = 0.9
+
+
+def full_suite_nodes(conn: sa.Connection, node: str) -> set[str]:
+    """The imported nodes that measured at least FULL_SHARE of the configs this machine measured: on
+    them every phase is projected from the same references as on the same-CPU type (a node without
+    Spare Cores' 85-stressor task or membench falls back to the few configs it has)."""
+    keys: dict[str, set[str]] = {}
+    for name, key in conn.execute(sa.text(_KEYS)):
+        keys.setdefault(name, set()).add(key)
+    mine = keys.get(node, set())
+    return {n for n, k in keys.items() if n != node and len(k & mine) >= FULL_SHARE * len(mine)}
+
+
+def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], sets: dict[str, set[str] | None],
+            console: Console) -> dict:
+    """Trace, match and compare one program; `same` and `sets`: per node set, its same-CPU type and
+    its nodes (None: every imported node)."""
+    env = {"OMP_NUM_THREADS": "1"} if p.one_thread else {}
+    out = tmp / f"{p.name.replace(':', '_')}.json"
+    app = f"sc-check:{p.name}"
+    t = nodereg(db, "trace", "--name", app, "--node", node, "--no-omp", "--out", str(out), "--", *p.argv, env=env)
+    if t.returncode:
+        return {"program": p.name, "skipped": f"trace failed: {(t.stderr or t.stdout).strip().splitlines()[-1:]}"}
+    wall = json.loads(out.read_text()).get("wall_s")
+    args = ["match", app, "--suite", "sparecores", "--json", "--no-store"]
+    for prefix in p.exclude:
+        args += ["--exclude", prefix]
+    m = nodereg(db, *args)
+    if m.returncode:
+        return {"program": p.name, "skipped": f"match failed: {m.stderr.strip()}"}
+    doc = json.loads(m.stdout)
+    pred = {r["node"]: r["predicted_s"] for r in doc["predictions"]}
+    meas = _read(db, lambda conn: measured(conn, p))
+    by_set = {name: compare(pred, meas, same[name], among) for name, among in sets.items()}
+    if all(r is None for r in by_set.values()):
+        return {"program": p.name, "skipped": f"fewer than 3 imported nodes measured {p.app}"}
+    nearest = doc["phases"][0]["matches"][:3] if doc["phases"] else []
+    serial = [round(ph["serial_share"], 2) for ph in doc["phases"] if ph["mode"] != "idle"]
+    console.print(f"  {p.name}: traced {wall:.2f} s; " + "; ".join(
+        f"{name}: {r['nodes']} nodes, median |error| {r['median_abs_error']:.1%}, Spearman {r['spearman']:.3f}"
+        for name, r in by_set.items() if r))
+    return {"program": p.name, "app": p.app, "traced_s": wall, "excluded": p.exclude, "serial_share": serial,
+            "nearest": [m["config"] for m in nearest], "sets": by_set}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", required=True, help="registry with the Spare Cores import and this machine's suite profile")
+    ap.add_argument("--node", default="here", help="this machine's node (its suite profile)")
+    ap.add_argument("--same", default=None, help="the imported type with this CPU (default: `nodes like`'s first)")
+    ap.add_argument("--programs", default=None, help="comma-separated names (default: all; --quick: a subset)")
+    ap.add_argument("--quick", action="store_true", help="a subset, shorter runs")
+    ap.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
+    args = ap.parse_args(argv)
+    console = Console()
+    try:
+        alike = _read(args.db, lambda reg: like(reg, args.node, "sparecores", 500), whole=True)
+        full = _read(args.db, lambda conn: full_suite_nodes(conn, args.node))
+    except UserError as exc:   # a one-line reason (no import, no suite profile here)
+        console.print(f"error: {exc}")
+        return 1
+    sets = {"all": None, "full suite": full}
+    same = {name: args.same or next((r["node"] for r in alike["like"] if among is None or r["node"] in among), "")
+            for name, among in sets.items()}
+    console.print(f"{args.node} ({alike['cpu_family']}, {alike['n_cpus']} CPUs); same-CPU type: "
+                  + "; ".join(f"{name}: {same[name]}" for name in sets) + f"; full-suite nodes: {len(full)}")
+    with tempfile.TemporaryDirectory(prefix="nodereg-scval-") as tmp_name:
+        tmp = Path(tmp_name)
+        chosen = programs(tmp, args.quick)
+        wanted = args.programs.split(",") if args.programs else (QUICK if args.quick else None)
+        if wanted:
+            unknown = set(wanted) - {p.name for p in chosen}
+            if unknown:
+                console.print(f"error: unknown program(s) {', '.join(sorted(unknown))}")
+                return 2
+            chosen = [p for p in chosen if p.name in wanted]
+        results = []
+        for p in chosen:
+            lack = missing(p)
+            if lack:
+                console.print(f"  {p.name}: skipped, needs {', '.join(lack)}")
+                results.append({"program": p.name, "skipped": f"needs {', '.join(lack)}"})
+                continue
+            results.append(run_one(args.db, args.node, p, tmp, same, sets, console))
+    done = [r for r in results if "skipped" not in r]
+    for name in sets:
+        report(console, name, same[name], [(r, r["sets"][name]) for r in done if r["sets"].get(name)])
+    for r in results:
+        if "skipped" in r:
+            console.print(f"skipped {r['program']}: {r['skipped']}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"same": same, "full_suite_nodes": len(full),
+                                                   "like": alike["like"][:10], "results": results}, indent=1))
+    return 0 if done else 1
+
+
+def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]]) -> None:
+    """One node set's table and its medians over programs."""
+    table = Table(title=f"{name}: predicted / measured ratio to {same}")
+    for col in ("program", "nodes", "median |error|", "median error", "within 15%", "Spearman", "serial share",
+                "nearest refs"):
+        table.add_column(col)
+    for r, f in rows:
+        table.add_row(r["program"], str(f["nodes"]), f"{f['median_abs_error']:.1%}", f"{f['median_error']:+.1%}",
+                      f"{f['within_15']:.0%}", f"{f['spearman']:.3f}", ",".join(map(str, r["serial_share"])),
+                      ", ".join(c.removeprefix("sparecores:") for c in r["nearest"]))
+    console.print(table)
+    if rows:
+        err = statistics.median(f["median_abs_error"] for _, f in rows)
+        rho = statistics.median(f["spearman"] for _, f in rows)
+        console.print(f"{name} ({len(rows)} programs): median error {err:.1%} (target <= 15%), "
+                      f"median Spearman {rho:.3f} (target >= 0.9)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
