@@ -75,13 +75,23 @@ def binary(mpi: Mpi) -> Path:
     return compile_c([source(SOURCE)], BINARY, openmp=False, libs=(), cc=mpi.mpicc, identity=mpi.version)
 
 
-def command(mpi: Mpi, program: Path, cpus: Sequence[int], kernels: Sequence[str], sizes: Sequence[int],
-            reps: int, target_s: float) -> list[str]:
-    """The launcher's command line for one rank per CPU of `cpus` (see the module's docstring)."""
+def launcher(mpi: Mpi, ranks: int) -> list[str]:
+    """The launcher's command line up to the program, for `ranks` ranks (see the module's docstring)."""
     launch = [mpi.mpirun]
     if mpi.open_mpi:
         launch += ["--oversubscribe", "--bind-to", "none"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-    return [*launch, "-n", str(len(cpus)), str(program), ",".join(map(str, cpus)), ",".join(kernels),
+    return [*launch, "-n", str(ranks)]
+
+
+def environment(mpi: Mpi) -> dict[str, str]:
+    """The launcher's environment: ours for Open MPI, under the node's own OMPI_MCA_* settings."""
+    return {**(OPEN_MPI_ENV if mpi.open_mpi else {}), **os.environ}
+
+
+def command(mpi: Mpi, program: Path, cpus: Sequence[int], kernels: Sequence[str], sizes: Sequence[int],
+            reps: int, target_s: float) -> list[str]:
+    """The command line that runs the kernels on one rank per CPU of `cpus`."""
+    return [*launcher(mpi, len(cpus)), str(program), ",".join(map(str, cpus)), ",".join(kernels),
             ",".join(map(str, sizes)), str(reps), f"{target_s:g}"]
 
 
@@ -102,7 +112,7 @@ def launch(mpi: Mpi, program: Path, cpus: Sequence[int], kernels: Sequence[str],
     """Run the kernels on one rank per CPU; (the CPU each rank ran on, one record per kernel and
     size: {kernel, bytes, iters, times})."""
     cmd = command(mpi, program, cpus, kernels, sizes, reps, target_s)
-    env = {**(OPEN_MPI_ENV if mpi.open_mpi else {}), **os.environ}   # the node's own OMPI_MCA_* settings win
+    env = environment(mpi)
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env,
                                 start_new_session=True)
