@@ -32,8 +32,9 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
     for kernel, levels in summary["bandwidth_gbs"].items():
         for level, per in levels.items():
             rows.append({"kernel": kernel, "level": level, **{f"{t} thr": per.get(t) for t in cols}})
-    print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]], title="bandwidth (GB/s)",
-                empty="no bandwidth kernels measured")
+    if rows or not summary["mpi"]:   # a profile of only the MPI kernels has no bandwidth table
+        print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]], title="bandwidth (GB/s)",
+                    empty="no bandwidth kernels measured")
     if summary["latency_ns"]:
         print_table([{"level": lvl, "latency_ns": v} for lvl, v in summary["latency_ns"].items()],
                     title="latency (ns, 1 thread)")
