@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_one_line_error, fetch_rows
+from conftest import assert_one_line_error, both_backends, fetch_rows
+from mpi_node import node_mpi  # noqa: F401 (a fixture)
 
 from registry.errors import UserError
 from registry.inventory import Inventory
@@ -21,25 +22,6 @@ from registry.profile import catalog, sweep
 from registry.profile.placement import Cpu, pair_placements
 
 MPI_KERNELS = [ub for ub in catalog.ALL if ub.family == "mpi"]
-
-
-@pytest.fixture(scope="module")
-def node_mpi(tmp_path_factory):
-    """The node's MPI, its kernels built once into a temporary build cache."""
-    why = mpi.missing()
-    if why:
-        if os.environ.get("NODEREG_REQUIRE_MPI"):
-            pytest.fail(f"NODEREG_REQUIRE_MPI is set but {why}")
-        pytest.skip(f"{why}: {mpi.INSTALL_HINT}")
-    old = os.environ.get("NODEREG_BUILD_CACHE")
-    os.environ["NODEREG_BUILD_CACHE"] = str(tmp_path_factory.mktemp("mpi-build"))
-    found = mpi.find()
-    mpi.binary(found)
-    yield found
-    if old is None:
-        del os.environ["NODEREG_BUILD_CACHE"]
-    else:
-        os.environ["NODEREG_BUILD_CACHE"] = old
 
 
 def _two_sockets() -> list[Cpu]:
@@ -127,7 +109,8 @@ def _rows(db_url: str) -> dict[tuple, dict]:
     return {(r["name"], json.loads(r["config_key"])["bytes"]): r for r in rows}
 
 
-def test_profile_measures_and_stores_the_mpi_kernels(cli, db_url, node_mpi, monkeypatch):
+@both_backends
+def test_profile_measures_and_stores_the_mpi_kernels(cli, db_url, node_mpi, monkeypatch):  # noqa: F811
     # A waiting rank yields its CPU: on a shared test machine a spinning rank can hold the CPU its
     # peer needs for a whole time slice (milliseconds per round trip). A node profile does not set it.
     monkeypatch.setenv("OMPI_MCA_mpi_yield_when_idle", "1")
@@ -187,7 +170,7 @@ def _gone(pid: int) -> bool:
     return state == "Z"
 
 
-def test_hanging_launcher_is_killed_with_its_ranks(cli, db_url, node_mpi, tmp_path, monkeypatch):
+def test_hanging_launcher_is_killed_with_its_ranks(cli, db_url, node_mpi, tmp_path, monkeypatch):  # noqa: F811
     pids = tmp_path / "pids"
     # a launcher whose "ranks" (children, one of them in its own session) never finish
     launcher = _fake_launcher(tmp_path, f"sleep 300 & echo $! >> {pids}\nsetsid sleep 301 & echo $! >> {pids}\n"
@@ -207,7 +190,7 @@ def test_hanging_launcher_is_killed_with_its_ranks(cli, db_url, node_mpi, tmp_pa
     assert fetch_rows(db_url, "SELECT count(*) AS n FROM profiles")[0]["n"] == 0
 
 
-def test_failing_launcher_is_one_line(cli, db_url, node_mpi, tmp_path, monkeypatch):
+def test_failing_launcher_is_one_line(cli, db_url, node_mpi, tmp_path, monkeypatch):  # noqa: F811
     launcher = _fake_launcher(tmp_path, "echo '------' >&2\necho 'no slots left for 2 ranks' >&2\nexit 3\n")
     monkeypatch.setenv("NODEREG_MPIRUN", str(launcher))
     res = cli("profile", "broken", "--kernels", "exchange", "--threads", "2", "--reps", "1")

@@ -2,11 +2,11 @@
 unchanged MPI program (tests/programs/mpi_ring.c, whose communication is known), it records per
 rank the calls, bytes and time in MPI. Skips without an MPI unless NODEREG_REQUIRE_MPI=1."""
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from mpi_node import node_mpi  # noqa: F401 (a fixture)
 
 from registry.errors import UserError
 from registry.microbench import mpi, pmpi
@@ -17,20 +17,8 @@ STEPS = 60
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    why = mpi.missing()
-    if why:
-        if os.environ.get("NODEREG_REQUIRE_MPI"):
-            pytest.fail(f"NODEREG_REQUIRE_MPI is set but {why}")
-        pytest.skip(f"{why}: {mpi.INSTALL_HINT}")
-    old = os.environ.get("NODEREG_BUILD_CACHE")
-    os.environ["NODEREG_BUILD_CACHE"] = str(tmp_path_factory.mktemp("pmpi-build"))
-    node_mpi = mpi.find()
-    yield node_mpi, pmpi.library(node_mpi), compile_c([RING], "mpi_ring", openmp=False, libs=(), cc=node_mpi.mpicc)
-    if old is None:
-        del os.environ["NODEREG_BUILD_CACHE"]
-    else:
-        os.environ["NODEREG_BUILD_CACHE"] = old
+def built(node_mpi):  # noqa: F811
+    return node_mpi, pmpi.library(node_mpi), compile_c([RING], "mpi_ring", openmp=False, libs=(), cc=node_mpi.mpicc)
 
 
 def test_shim_records_every_rank_without_changing_the_program(built, tmp_path):
