@@ -155,6 +155,19 @@ def _one_line_error(res, *fragments: str) -> None:
     assert_one_line_error(dataclasses.replace(res, err=err), *fragments)
 
 
+def test_kernels_start_on_this_node_inside_a_batch_job(node_mpi, monkeypatch):  # noqa: F811
+    """Inside a Slurm job (as `nodereg fleet` runs profiles) Open MPI would take the job's allocation
+    and start ranks through srun; the node-local profile starts them here."""
+    for var, value in {"SLURM_JOB_ID": "123", "SLURM_JOBID": "123", "SLURM_NODELIST": "elsewhere",
+                       "SLURM_JOB_NODELIST": "elsewhere", "SLURM_TASKS_PER_NODE": "1", "SLURM_NNODES": "1"}.items():
+        monkeypatch.setenv(var, value)
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    ran_on, records = mpi.launch(node_mpi, mpi.binary(node_mpi), cpus, ["pingpong"], [8], 2, 0.001, 60)
+    assert ran_on == cpus and records[0]["kernel"] == "pingpong" and len(records[0]["times"]) == 2
+
+
 def _fake_launcher(tmp_path: Path, body: str) -> Path:
     script = tmp_path / "fake-mpirun"
     script.write_text("#!/bin/sh\n" + body)

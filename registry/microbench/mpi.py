@@ -11,7 +11,11 @@ itself to its CPU, so the launcher is told to bind nothing. With Open MPI (Debia
   ranks here are placed by the profile itself;
 - OMPI_MCA_pml=ob1 and OMPI_MCA_btl=self,vader: ranks on one node talk through shared memory
   (vader), and Open MPI does not probe network fabrics (UCX, libfabric, TCP interfaces), which
-  warns or waits on hosts without them. Any of them already set in the environment is kept (a
+  warns or waits on hosts without them;
+- OMPI_MCA_plm=isolated and OMPI_MCA_ras=^slurm,gridengine: the ranks start on this node only,
+  even inside a batch job (`nodereg fleet` profiles in Slurm jobs), where Open MPI would otherwise
+  take the job's allocation and start ranks through srun (absent on some compute nodes; a job
+  step that may not fit the allocation). Any of them already set in the environment is kept (a
   node that needs another transport; OMPI_MCA_btl_vader_single_copy_mechanism=none where the
   kernel refuses cross-memory attach between ranks, as in some containers).
 
@@ -35,7 +39,8 @@ from registry.microbench.build import compile_c, source
 SOURCE = "ub_mpi.c"
 BINARY = "nodereg-ub-mpi"
 INSTALL_HINT = "install an MPI with its compiler wrapper, e.g. apt-get install openmpi-bin libopenmpi-dev"
-OPEN_MPI_ENV = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"}
+OPEN_MPI_ENV = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader", "OMPI_MCA_plm": "isolated",
+                "OMPI_MCA_ras": "^slurm,gridengine"}
 
 
 @dataclass(frozen=True)
