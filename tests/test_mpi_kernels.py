@@ -168,6 +168,19 @@ def test_kernels_start_on_this_node_inside_a_batch_job(node_mpi, monkeypatch):  
     assert ran_on == cpus and records[0]["kernel"] == "pingpong" and len(records[0]["times"]) == 2
 
 
+def test_launcher_found_through_a_symlinked_directory(node_mpi, monkeypatch):  # noqa: F811
+    """With /bin first on PATH (a link to /usr/bin on merged-/usr systems) Open MPI's launcher took
+    '/' as its prefix and refused to start: the launcher is run from its real directory."""
+    if not Path("/bin").is_symlink() or not (Path("/bin") / Path(node_mpi.mpirun).name).exists():
+        pytest.skip("/bin is not a link to the launcher's directory here")
+    monkeypatch.setenv("PATH", "/bin:" + os.environ["PATH"])
+    found = mpi.find().mpirun
+    assert Path(found).parent == Path("/bin").resolve()
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    ran_on, _ = mpi.launch(mpi.find(), mpi.binary(node_mpi), [cpu], ["allreduce"], [8], 1, 0.001, 60)
+    assert ran_on == [cpu]
+
+
 def _fake_launcher(tmp_path: Path, body: str) -> Path:
     script = tmp_path / "fake-mpirun"
     script.write_text("#!/bin/sh\n" + body)

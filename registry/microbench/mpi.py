@@ -71,8 +71,11 @@ def find() -> Mpi:
         text = res.stdout.strip() if res.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired):
         text = ""
-    return Mpi(mpicc, shutil.which(os.environ.get("NODEREG_MPIRUN", "mpirun")), text.splitlines()[0] if text else "",
-               "Open MPI" in text)
+    # Open MPI takes the directory its launcher was started from as its installation prefix: found
+    # through a symlinked directory (/bin -> /usr/bin) that is '/', which it refuses
+    found = Path(shutil.which(os.environ.get("NODEREG_MPIRUN", "mpirun")))
+    mpirun = str(found.parent.resolve() / found.name)
+    return Mpi(mpicc, mpirun, text.splitlines()[0] if text else "", "Open MPI" in text)
 
 
 def binary(mpi: Mpi) -> Path:

@@ -68,7 +68,8 @@ def prepare(opts: ProfileOptions) -> Prepared:
     plan = sweep.plan(inv, topology, opts.mode, opts.kernels, opts.threads,
                       mpi_missing=mpi.missing() if wants_mpi else None)
     if not plan.configs:
-        raise UserError("nothing to measure: the chosen kernels and threads give no configuration")
+        raise UserError("nothing to measure: the chosen kernels and threads give no configuration"
+                        + "".join(f" ({note})" for note in plan.notes))
     return Prepared(inv, topology, plan, RepPolicy.for_mode(opts.mode, opts.reps))
 
 
