@@ -22,6 +22,7 @@ from registry.profile import catalog, sweep
 from registry.profile.placement import Cpu, pair_placements
 
 MPI_KERNELS = [ub for ub in catalog.ALL if ub.family == "mpi"]
+two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two ranks need two CPUs")
 
 
 def _two_sockets() -> list[Cpu]:
@@ -109,6 +110,7 @@ def _rows(db_url: str) -> dict[tuple, dict]:
     return {(r["name"], json.loads(r["config_key"])["bytes"]): r for r in rows}
 
 
+@two_cpus
 @both_backends
 def test_profile_measures_and_stores_the_mpi_kernels(cli, db_url, node_mpi, monkeypatch):  # noqa: F811
     # A waiting rank yields its CPU: on a shared test machine a spinning rank can hold the CPU its
@@ -155,6 +157,7 @@ def _one_line_error(res, *fragments: str) -> None:
     assert_one_line_error(dataclasses.replace(res, err=err), *fragments)
 
 
+@two_cpus
 def test_kernels_start_on_this_node_inside_a_batch_job(node_mpi, monkeypatch):  # noqa: F811
     """Inside a Slurm job (as `nodereg fleet` runs profiles) Open MPI would take the job's allocation
     and start ranks through srun; the node-local profile starts them here."""
@@ -162,8 +165,6 @@ def test_kernels_start_on_this_node_inside_a_batch_job(node_mpi, monkeypatch):  
                        "SLURM_JOB_NODELIST": "elsewhere", "SLURM_TASKS_PER_NODE": "1", "SLURM_NNODES": "1"}.items():
         monkeypatch.setenv(var, value)
     cpus = sorted(os.sched_getaffinity(0))[:2]
-    if len(cpus) < 2:
-        pytest.skip("needs 2 CPUs")
     ran_on, records = mpi.launch(node_mpi, mpi.binary(node_mpi), cpus, ["pingpong"], [8], 2, 0.001, 60)
     assert ran_on == cpus and records[0]["kernel"] == "pingpong" and len(records[0]["times"]) == 2
 
@@ -196,6 +197,7 @@ def _gone(pid: int) -> bool:
     return state == "Z"
 
 
+@two_cpus
 def test_hanging_launcher_is_killed_with_its_ranks(cli, db_url, node_mpi, tmp_path, monkeypatch):  # noqa: F811
     pids = tmp_path / "pids"
     # a launcher whose "ranks" (children, one of them in its own session) never finish
@@ -216,6 +218,7 @@ def test_hanging_launcher_is_killed_with_its_ranks(cli, db_url, node_mpi, tmp_pa
     assert fetch_rows(db_url, "SELECT count(*) AS n FROM profiles")[0]["n"] == 0
 
 
+@two_cpus
 def test_failing_launcher_is_one_line(cli, db_url, node_mpi, tmp_path, monkeypatch):  # noqa: F811
     launcher = _fake_launcher(tmp_path, "echo '------' >&2\necho 'no slots left for 2 ranks' >&2\nexit 3\n")
     monkeypatch.setenv("NODEREG_MPIRUN", str(launcher))
