@@ -32,14 +32,17 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
     for kernel, levels in summary["bandwidth_gbs"].items():
         for level, per in levels.items():
             rows.append({"kernel": kernel, "level": level, **{f"{t} thr": per.get(t) for t in cols}})
-    print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]], title="bandwidth (GB/s)",
-                empty="no bandwidth kernels measured")
+    if rows or not summary["mpi"]:   # a profile of only the MPI kernels has no bandwidth table
+        print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]], title="bandwidth (GB/s)",
+                    empty="no bandwidth kernels measured")
     if summary["latency_ns"]:
         print_table([{"level": lvl, "latency_ns": v} for lvl, v in summary["latency_ns"].items()],
                     title="latency (ns, 1 thread)")
     compute = [{"kernel": name, **{f"{t} thr": per.get(t) for t in cols}} for name, per in summary["compute"].items()]
     if compute:
         print_table(compute, ["kernel", *[f"{t} thr" for t in cols]], title="compute (G ops/s)")
+    if summary["mpi"]:
+        print_table(summary["mpi"], title="MPI on this node (us per operation, ping-pong one-way; GB/s)")
 
 
 def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
@@ -106,7 +109,6 @@ def profile(
         _profile_suite(ctx, node, suite, quick, kernels, wait_idle, strict, as_json)
         return
     # imported here, as the other commands' start-up does not need the profiler
-    from registry.microbench.driver import driver_binary
     from registry.profile import cachegrind_pass, catalog, profiler, signatures
     from registry.profile.runner import estimate_s
     from registry.profile.summary import summarize
@@ -132,7 +134,7 @@ def profile(
                text_column("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), text_column("ETA"),
                TimeRemainingColumn())
     with interrupts_reported(f"the profile of {node} was not finished: nothing was stored"):
-        driver_binary()   # built (or found in the cache) first: a build error comes before any load warning
+        profiler.build(prep)   # built (or found in the cache) first: a build error comes before any load warning
         seen = _check_host(wait_idle, strict)
         watch = load.Watch()
         with Progress(*columns, console=err_console, transient=True) as progress:

@@ -69,13 +69,15 @@ def source(name: str) -> Path:
 
 def compile_c(sources: Sequence[Path], output_name: str, *, shared: bool = False, openmp: bool = True,
               extra_flags: Sequence[str] = (), libs: Sequence[str] = ("-lm",),
-              depends: Sequence[Path] = ()) -> Path:
+              depends: Sequence[Path] = (), cc: str | None = None, identity: str = "") -> Path:
     """Build `sources` into an executable (or shared library) and return its cached path.
 
     `depends` are files the sources include (headers): they are part of the cache key, so
-    editing a header rebuilds, but they are not passed to the compiler.
+    editing a header rebuilds, but they are not passed to the compiler. `cc`: another compiler
+    than the node's C compiler (the MPI wrapper `mpicc`); `identity`: what else the binary
+    depends on (the MPI library's version), part of the cache key too.
     """
-    cc = compiler()
+    cc = cc or compiler()
     flags = [*BASE_FLAGS, *native_flags(cc), *extra_flags]
     if openmp:
         flags.append("-fopenmp")
@@ -87,6 +89,7 @@ def compile_c(sources: Sequence[Path], output_name: str, *, shared: bool = False
     digest.update((compiler_version(cc) or cc).encode())
     digest.update(" ".join(flags + list(libs)).encode())
     digest.update(cpu_identity().encode())
+    digest.update(identity.encode())
     target = cache_dir() / digest.hexdigest()[:16] / output_name
     if target.exists():
         return target

@@ -21,19 +21,20 @@ from dataclasses import dataclass
 
 from registry.errors import UserError
 
-FAMILIES = ("thesis", "bandwidth", "latency", "compute")
+FAMILIES = ("thesis", "bandwidth", "latency", "compute", "mpi")
 
 
 @dataclass(frozen=True)
 class Microbenchmark:
     name: str
-    family: str             # thesis | bandwidth | latency | compute
-    kernel: str             # the driver's kernel (ub_driver.c)
+    family: str             # thesis | bandwidth | latency | compute | mpi
+    kernel: str             # the driver's kernel (ub_driver.c; mpi: ub_mpi.c's)
     description: str
     op: str | None = None   # thesis kernels: sum | prod | sum4 | add | mul
     dtype: str = "f64"
     access: tuple[str, ...] = ()    # per stream: C | P
     pattern: tuple[str, ...] = ()   # per stream: seq | random
+    unit: str | None = None         # of profile_runs.value where the kernel stores its own figure
 
     @property
     def n_streams(self) -> int:
@@ -93,7 +94,19 @@ COMPUTE = (
                    "64-bit integer multiply-add chains (the gflops column holds giga integer ops/s)"),
 )
 
-ALL = THESIS + BANDWIDTH + LATENCY + COMPUTE
+# The node-local communication profile (docs/mpi.md), after the Intel MPI Benchmarks. Each stores
+# its time per operation in microseconds (profile_runs.value; pingpong: one-way, half a round
+# trip) and, for the two that move point-to-point messages, bandwidth_gbs.
+MPI = (
+    Microbenchmark("pingpong", "mpi", "pingpong", "MPI ping-pong between two ranks: one-way latency (us) and "
+                   "bandwidth (message / one-way time) per message size", unit="us"),
+    Microbenchmark("exchange", "mpi", "exchange", "IMB Exchange: every rank sends to and receives from both "
+                   "ring neighbours; us per step, bandwidth 4 x message / step time per rank", unit="us"),
+    Microbenchmark("allreduce", "mpi", "allreduce", "MPI_Allreduce (sum) of message / 8 doubles over all ranks; "
+                   "us per call", unit="us"),
+)
+
+ALL = THESIS + BANDWIDTH + LATENCY + COMPUTE + MPI
 BY_NAME = {ub.name: ub for ub in ALL}
 WRITERS = frozenset({"copy", "scale", "add", "triad", "store"})   # kernels that store (non-temporal at memory)
 ARRAYS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "load": 1, "store": 1}  # arrays each bandwidth kernel touches

@@ -3,7 +3,8 @@
 Both place one thread per core before using a core's SMT siblings (the thesis ran one thread per
 core). Compact fills one last-level-cache domain (a socket, or a CCX on AMD) before the next;
 scatter deals threads round-robin over the domains, so two threads share as little as they can.
-A thread count whose two placements use the same CPUs is measured once, as compact.
+A thread count whose two placements use the same CPUs is measured once, as compact. Two MPI
+ranks are placed by what they share instead (pair_placements).
 """
 
 from dataclasses import dataclass
@@ -85,3 +86,20 @@ def placements(topology: list[Cpu], threads: int) -> dict[str, tuple[int, ...]]:
     if set(scatter) != set(compact):
         result["scatter"] = scatter
     return result
+
+
+PAIRS = ("same_ccx", "same_socket", "cross_socket")
+
+
+def pair_placements(topology: list[Cpu]) -> dict[str, tuple[int, ...]]:
+    """Two CPUs on different cores for each way two communicating ranks can sit that the node
+    has: 'same_ccx' (one last-level cache: a core complex on AMD, the socket on most Intel
+    parts), 'same_socket' (one package, different last-level caches), 'cross_socket'. The first
+    such pair in CPU order; a node with a single core has none."""
+    cores = [core[0] for core in _by_core(topology)]
+    found: dict[str, tuple[int, ...]] = {}
+    for i, a in enumerate(cores):
+        for b in cores[i + 1:]:
+            kind = ("cross_socket" if a.package != b.package else "same_socket" if a.llc != b.llc else "same_ccx")
+            found.setdefault(kind, (a.cpu, b.cpu))
+    return {kind: found[kind] for kind in PAIRS if kind in found}

@@ -16,8 +16,9 @@ from registry.db.names import check_name
 from registry.errors import UserError
 from registry.inventory import Inventory, collect, compiler_version
 from registry.microbench.build import build_flags_description
+from registry.microbench import mpi
 from registry.microbench.driver import Driver, driver_binary
-from registry.profile import cachegrind_pass, runner, signatures, sweep
+from registry.profile import cachegrind_pass, mpi_runner, runner, signatures, sweep
 from registry.profile.catalog import Microbenchmark
 from registry.profile.placement import Cpu, read_topology
 from registry.profile.stats import RepPolicy
@@ -63,23 +64,44 @@ def prepare(opts: ProfileOptions) -> Prepared:
     if opts.host is not None:  # `nodereg fleet` names the host as its scheduler does
         inv = dataclasses.replace(inv, hostname=opts.host.strip())
     topology = read_topology(inv.cpus)
-    plan = sweep.plan(inv, topology, opts.mode, opts.kernels, opts.threads)
+    wants_mpi = opts.kernels is None or any(ub.family == "mpi" for ub in opts.kernels)
+    plan = sweep.plan(inv, topology, opts.mode, opts.kernels, opts.threads,
+                      mpi_missing=mpi.missing() if wants_mpi else None)
     if not plan.configs:
-        raise UserError("nothing to measure: the chosen kernels and threads give no configuration")
+        raise UserError("nothing to measure: the chosen kernels and threads give no configuration"
+                        + "".join(f" ({note})" for note in plan.notes))
     return Prepared(inv, topology, plan, RepPolicy.for_mode(opts.mode, opts.reps))
+
+
+def _split(configs: list[sweep.Config]) -> tuple[list[sweep.Config], list[sweep.Config]]:
+    """(the driver's configurations, the MPI kernels' ones)."""
+    return [c for c in configs if c.ub.family != "mpi"], [c for c in configs if c.ub.family == "mpi"]
+
+
+def build(prep: Prepared) -> None:
+    """Build (or find in the cache) what the plan runs, so a build error comes before measuring."""
+    local, distributed = _split(prep.plan.configs)
+    if local:
+        driver_binary()
+    if distributed:
+        mpi.binary(mpi.find())
 
 
 def measure(opts: ProfileOptions, prep: Prepared,
             advance: Callable[[sweep.Config, float], None] = lambda c, w: None) -> ProfileRecord:
-    """Build the driver, measure every planned configuration (then the signatures of its
+    """Build the kernels, measure every planned configuration (then the signatures of its
     representatives, see registry.profile.signatures, and with `opts.cachegrind` their cachegrind
-    pass), and return the unstored profile."""
+    pass; the MPI kernels last, through registry.profile.mpi_runner), and return the unstored
+    profile."""
     started, t0 = utcnow(), time.monotonic()
-    binary = driver_binary()
+    local, distributed = _split(prep.plan.configs)
     llc = prep.inventory.last_level_cache()
-    with Driver(binary) as driver:
-        measurements = runner.measure(runner.execution_order(prep.plan.configs), driver, prep.policy, advance)
-        sigs = signatures.measure_all(driver, prep.plan.configs, llc.size_bytes if llc else None, advance)
+    measurements, sigs = [], {}
+    if local:
+        with Driver(driver_binary()) as driver:
+            measurements = runner.measure(runner.execution_order(local), driver, prep.policy, advance)
+            sigs = signatures.measure_all(driver, local, llc.size_bytes if llc else None, advance)
+    measurements += mpi_runner.measure(distributed, prep.policy, advance)
     if opts.cachegrind:
         for key, metrics in cachegrind_pass.measure_all(prep.plan.configs, prep.inventory, advance).items():
             sigs.setdefault(key, {})["cachegrind"] = metrics

@@ -35,7 +35,7 @@ class Measurement:
 
     @property
     def bandwidth_gbs(self) -> float | None:
-        if self.config.ub.family not in ("thesis", "bandwidth") or not self.bytes_per_rep:
+        if self.config.ub.family not in ("thesis", "bandwidth", "mpi") or not self.bytes_per_rep:
             return None
         return self.bytes_per_rep / self.stats.median / 1e9
 
@@ -47,9 +47,19 @@ class Measurement:
     def latency_ns(self) -> float | None:
         return self.stats.median / self.iterations * 1e9 if self.config.ub.family == "latency" else None
 
+    @property
+    def value(self) -> float | None:
+        """The kernel's own figure in its unit (catalog: unit), for kernels that have one: the MPI
+        kernels' microseconds per operation (one-way for the ping-pong: half its round trip)."""
+        if self.config.ub.unit != "us":
+            return None
+        return self.tpi_us / (2 if self.config.ub.name == "pingpong" else 1)
+
 
 def estimate_s(config: Config, policy: RepPolicy) -> float:
     """Rough seconds a configuration takes (weights the progress bar so its ETA means something)."""
+    if config.ub.family == "mpi":   # calibration, then every repetition policy allows (registry.profile.mpi)
+        return (policy.max_reps + 8) * policy.target_s + 0.05
     rep_s = max(policy.target_s, config.ws_bytes / 5e9)
     return min((policy.min_reps + 2) * rep_s, policy.budget_s + 2 * rep_s) + config.ws_bytes / 4e9 + 0.002
 

@@ -70,7 +70,7 @@ def _ensure_microbenchmarks(conn: sa.Connection, ubs: Iterable[Microbenchmark]) 
     return ids
 
 
-_CONFIG_COLUMNS = "config_id, ub_id, config_key, threads, placement, ws_bytes, params_json"
+_CONFIG_COLUMNS = "config_id, ub_id, config_key, threads, placement, ws_bytes, params_json, unit, higher_is_better"
 
 
 def _insert_new_configs(conn: sa.Connection, rows: list[dict]) -> set[int]:
@@ -99,7 +99,9 @@ def _ensure_configs(conn: sa.Connection, configs: Sequence[Config], ub_ids: dict
     new_ids = allocate_ids(conn, "ub_configs_id_seq", len(new))
     inserted = _insert_new_configs(conn, [
         {"config_id": cid, "ub_id": ub_ids[c.ub.name], "config_key": c.key, "threads": c.threads,
-         "placement": c.placement, "ws_bytes": c.ws_bytes, "params_json": json.dumps(c.params(), sort_keys=True)}
+         "placement": c.placement, "ws_bytes": c.ws_bytes, "params_json": json.dumps(c.params(), sort_keys=True),
+         # a kernel's own figure (profile_runs.value) is a time per operation: lower is better
+         "unit": c.ub.unit, "higher_is_better": False if c.ub.unit else None}
         for cid, c in zip(new_ids, new)])
     insert_rows(conn, "ub_streams", [
         {"config_id": cid, "stream_index": i, "size_elems": s.size_elems, "stride_bytes": s.stride_bytes,
@@ -146,7 +148,7 @@ def store_profile(conn: sa.Connection, record: ProfileRecord) -> int:
             "iterations": m.iterations, "reps": len(m.times), "median_s": st.median, "min_s": st.min, "cv": st.cv,
             "tpi_us": m.tpi_us, "bytes_per_rep": m.bytes_per_rep, "flops_per_rep": m.flops_per_rep,
             "bandwidth_gbs": m.bandwidth_gbs, "gflops": m.gflops, "latency_ns": m.latency_ns,
-            "checksum": m.checksum, "unstable": m.unstable})
+            "checksum": m.checksum, "unstable": m.unstable, "value": m.value})
         reps += [{"run_id": run_id, "rep": i, "time_s": t} for i, t in enumerate(m.times)]
         sigs += [{"owner_kind": "profile_run", "owner_id": run_id, "source": "streams", "metric": k,
                   "value": float(v)} for k, v in stream_signature(m).items()]

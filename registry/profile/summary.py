@@ -1,5 +1,5 @@
-"""The headline figures of a profile: bandwidth per memory level, latency per level, FP peak and
-thread scaling (printed by `nodereg profile` as tables, or as JSON with `--json`).
+"""The headline figures of a profile: bandwidth per memory level, latency per level, FP peak,
+thread scaling and the MPI kernels' latency and bandwidth (printed by `nodereg profile` as tables, or as JSON with `--json`).
 
 Figures come from the configurations measured at each level's point (see sweep.level_points);
 where two placements measured the same thread count, the better one is reported. Mappings keyed
@@ -26,6 +26,24 @@ def _by_threads(d: dict[int, float]) -> dict[str, float]:
 
 def _levels(d: dict) -> dict:
     return {lvl: d[lvl] for lvl in sorted(d, key=lambda x: LEVEL_ORDER.index(x) if x in LEVEL_ORDER else 99)}
+
+
+def mpi_rows(measurements: Sequence[Measurement]) -> list[dict]:
+    """Per MPI kernel, rank count and placement: the time per operation at the smallest and the
+    largest message, and the best bandwidth over the message sizes (ping-pong, exchange)."""
+    groups: dict[tuple, list[Measurement]] = defaultdict(list)
+    for m in measurements:
+        if m.config.ub.family == "mpi":
+            groups[(m.config.ub.name, m.config.threads, m.config.placement)].append(m)
+    rows = []
+    for (kernel, ranks, placement), ms in groups.items():
+        ms.sort(key=lambda m: m.config.msg_bytes)
+        bandwidths = [m.bandwidth_gbs for m in ms if m.bandwidth_gbs is not None]
+        rows.append({"kernel": kernel, "ranks": ranks, "placement": placement,
+                     "smallest_bytes": ms[0].config.msg_bytes, "smallest_us": round(ms[0].value, 3),
+                     "largest_bytes": ms[-1].config.msg_bytes, "largest_us": round(ms[-1].value, 3),
+                     "peak_gbs": round(max(bandwidths), 3) if bandwidths else None})
+    return rows
 
 
 def summarize(measurements: Sequence[Measurement]) -> dict:
@@ -59,4 +77,5 @@ def summarize(measurements: Sequence[Measurement]) -> dict:
         "bandwidth_gbs": {k: _levels({lvl: _by_threads(v) for lvl, v in per.items()})
                           for k, per in sorted(bandwidth.items())},
         "compute": {COMPUTE[k]: _by_threads(v) for k, v in sorted(compute.items())},
+        "mpi": mpi_rows(measurements),
     }

@@ -20,7 +20,7 @@ from registry.errors import UserError
 from registry.inventory import Cache, Inventory
 from registry.profile import catalog
 from registry.profile.catalog import Microbenchmark
-from registry.profile.placement import Cpu, placements
+from registry.profile.placement import Cpu, pair_placements, placements
 
 MODES = ("quick", "default", "full")
 # A virtual machine may report a smaller last-level cache than its host has: this development VM
@@ -64,6 +64,7 @@ class Config:
     # not identity: the level a level-point size was chosen for, and the level the working set fits
     level: str | None = field(default=None, compare=False)
     ws_level: str | None = field(default=None, compare=False)
+    msg_bytes: int | None = None  # mpi: message size (threads: ranks, one per CPU of cpus)
 
     def params(self) -> dict:
         """The parameters that, with name, threads and placement, identify the configuration."""
@@ -74,6 +75,8 @@ class Config:
             return {"n": self.n, "nt": int(self.nt)}
         if family == "latency":
             return {"n": self.n, "line": self.line}
+        if family == "mpi":
+            return {"bytes": self.msg_bytes, "ranks": self.threads}
         return {}
 
     @property
@@ -91,6 +94,8 @@ class Config:
             return self.n * 8 * catalog.ARRAYS[self.ub.name]
         if self.ub.family == "latency":
             return self.n * self.line * self.threads
+        if self.ub.family == "mpi":
+            return 3 * self.msg_bytes * self.threads   # each rank's send and two receive buffers
         return 0
 
     def descriptors(self) -> tuple[Stream, ...]:
@@ -151,6 +156,10 @@ SETTINGS = {
                           ((4, 1), (1, 1), (1, 4)), grid=True, bandwidth_grid=True, chase_grid=True, scatter=True,
                           chase_all_threads=True),
 }
+# MPI message sizes: 8 B to 4 MiB (every power of two in --full, of four otherwise)
+MPI_SIZES = {"quick": (8, 1024, 65536, 4 * KB * KB),
+             "default": (*(8 * 4 ** k for k in range(10)), 4 * KB * KB),
+             "full": tuple(2 ** k for k in range(3, 23))}
 QUICK_KERNELS = ("mbw1c", "mbw1p", "copy", "scale", "add", "triad", "load", "store", "chase", "peak_fma",
                  "scalar_fp64", "int_ops")
 
@@ -271,8 +280,11 @@ class Plan:
 
 def plan(inv: Inventory, topology: Sequence[Cpu], mode: str = "default",
          kernels: Sequence[Microbenchmark] | None = None, threads: Sequence[int] | None = None,
-         memory_limit: int | None = None) -> Plan:
-    """The configurations of a profile of the node `inv` (threads on the CPUs of `topology`)."""
+         memory_limit: int | None = None, mpi_missing: str | None = None) -> Plan:
+    """The configurations of a profile of the node `inv` (threads on the CPUs of `topology`).
+
+    `mpi_missing`: why the node cannot run the mpi kernels (registry.microbench.mpi.missing): the
+    default sweep then goes without them, with a note; asking for them is an error."""
     if mode not in MODES:
         raise UserError(f"unknown profile mode {mode!r} (known: {', '.join(MODES)})")
     s = SETTINGS[mode]
@@ -284,10 +296,21 @@ def plan(inv: Inventory, topology: Sequence[Cpu], mode: str = "default",
         raise UserError(f"--threads {', '.join(map(str, bad))}: this node has {n_cpus} CPU(s) "
                         f"({inv.cpu_list}), so threads must be 1..{n_cpus}")
     threads = sorted(set(threads))
+    notes = []
+    if mpi_missing and kernels is not None and any(ub.family == "mpi" for ub in kernels):
+        raise UserError(f"--kernels asks for MPI kernels but {mpi_missing}; "
+                        "install an MPI, e.g. apt-get install openmpi-bin libopenmpi-dev")
     if kernels is None:
         kernels = [catalog.get(k) for k in QUICK_KERNELS] if mode == "quick" else list(catalog.ALL)
+        if mpi_missing and mode != "quick":
+            kernels = [ub for ub in kernels if ub.family != "mpi"]
+            notes.append(f"the MPI kernels were skipped: {mpi_missing} (apt-get install openmpi-bin "
+                         "libopenmpi-dev adds them)")
+    mpi_kernels = [ub for ub in kernels if ub.family == "mpi"]
+    kernels = [ub for ub in kernels if ub.family != "mpi"]
     limit = memory_limit or (inv.memory_bytes // 4 if inv.memory_bytes else 8 * KB**3)
-    notes = [] if inv.data_caches() else ["the inventory lists no caches: sizes assume L1 32 KiB, L2 1 MiB, L3 32 MiB"]
+    if not inv.data_caches() and kernels:
+        notes.append("the inventory lists no caches: sizes assume L1 32 KiB, L2 1 MiB, L3 32 MiB")
     line = next((c.line_bytes for c in data_caches(inv) if c.line_bytes), 64)
     grid = footprint_grid(inv, s.per_octave)
     per_thread = level_points(inv, topology, [topology[0].cpu]) if topology else {}
@@ -300,6 +323,7 @@ def plan(inv: Inventory, topology: Sequence[Cpu], mode: str = "default",
             for ub in kernels:
                 configs += _configs_for(ub, t, placement, cpus, s, grid, points, per_thread, line, inv, topology,
                                         chase_threads=threads if s.chase_all_threads else threads[:1])
+    configs += mpi_configs(mpi_kernels, topology, threads, mode, notes)
     kept = [c for c in configs if c.ws_bytes <= limit]
     if len(kept) < len(configs):
         notes.append(f"{len(configs) - len(kept)} configuration(s) skipped: working set above "
@@ -308,6 +332,30 @@ def plan(inv: Inventory, topology: Sequence[Cpu], mode: str = "default",
     for c in kept:
         unique.setdefault(c.key, c)   # the first keeps its level tag
     return Plan(list(unique.values()), mode, threads, notes)
+
+
+def mpi_configs(kernels: Sequence[Microbenchmark], topology: Sequence[Cpu], threads: Sequence[int], mode: str,
+                notes: list[str]) -> list[Config]:
+    """The mpi kernels' configurations: one rank per core (never two on a core's SMT siblings
+    while a core is free), at every rank count of `threads` from 2. Two ranks run at each pair
+    placement the node has (pair_placements: same core complex, same socket, across sockets),
+    the ping-pong only there; more ranks run the exchange and allreduce at the compact and
+    scatter placements."""
+    if not kernels:
+        return []
+    ranks = [t for t in threads if t >= 2]
+    if not ranks:
+        notes.append("the MPI kernels need at least 2 ranks (one per CPU): skipped")
+        return []
+    out = []
+    for r in ranks:
+        where = pair_placements(topology) if r == 2 else placements(topology, r)
+        for placement, cpus in where.items():
+            if placement == "scatter" and not SETTINGS[mode].scatter:
+                continue
+            out += [Config(ub, r, placement, cpus, msg_bytes=size) for ub in kernels
+                    if r == 2 or ub.name != "pingpong" for size in MPI_SIZES[mode]]
+    return out
 
 
 def _configs_for(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ...], s: SweepSettings,

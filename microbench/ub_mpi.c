@@ -1,0 +1,195 @@
+/* nodereg MPI microbenchmarks: the node-local communication profile (docs/mpi.md).
+ *
+ * Usage (under mpirun; every argument is required):
+ *   nodereg-ub-mpi CPUS KERNELS SIZES REPS TARGET_S
+ *     CPUS      comma-separated CPU numbers: rank r pins itself to CPUS[r] (the launcher binds
+ *               nothing, so placement is the same whatever MPI launched it)
+ *     KERNELS   comma-separated: pingpong (ranks 0 and 1; the others wait), exchange, allreduce
+ *     SIZES     comma-separated message sizes in bytes (allreduce: doubles, at least 8 bytes)
+ *     REPS      timed repetitions per (kernel, size)
+ *     TARGET_S  seconds one repetition should take (its operations are calibrated to it)
+ *
+ * The kernels follow the Intel MPI Benchmarks' definitions:
+ *   pingpong  rank 0 sends a message to rank 1, which sends it back; one operation = a round trip
+ *   exchange  every rank sends a message to its left and right neighbour (ring) and receives one
+ *             from each, non-blocking, then waits for all four; one operation = one such step
+ *   allreduce MPI_Allreduce of SIZES/8 doubles (sum); one operation = one call
+ * Per (kernel, size): calibration (doubling the operations until the fastest of three
+ * repetitions lasts at least TARGET_S / 4, then scaled to TARGET_S: every rank takes the same decision from the
+ * slowest rank's time), then REPS timed repetitions, each after a barrier. A repetition's time is
+ * that of its slowest rank (MPI_Allreduce MAX of each rank's MPI_Wtime difference).
+ *
+ * Output (rank 0, one JSON line each): first {"ranks":N,"cpus":[the CPU each rank runs on]},
+ * then per (kernel, size) {"kernel":K,"bytes":B,"iters":I,"times":[seconds per repetition]},
+ * finally {"done":true}. Errors: one line {"error":"..."} on stderr and a non-zero exit.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LIST 64
+
+static int rank, nranks;
+
+static void fail(const char *msg) {
+    if (rank == 0)
+        fprintf(stderr, "{\"error\":\"%s\"}\n", msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+/* Comma-separated non-negative integers into out[]; returns how many (0 on a malformed list). */
+static int parse_list(const char *text, long *out) {
+    int n = 0;
+    const char *p = text;
+    while (*p && n < MAX_LIST) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0)
+            return 0;
+        out[n++] = v;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return 0;
+        p = end;
+    }
+    return *p ? 0 : n;
+}
+
+static char *sbuf, *rbuf_l, *rbuf_r;
+
+static void pingpong(long bytes, long iters) {
+    for (long i = 0; i < iters; i++) {
+        if (rank == 0) {
+            MPI_Send(sbuf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(rbuf_l, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(rbuf_l, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        }
+    }
+}
+
+static void exchange(long bytes, long iters) {
+    int left = (rank - 1 + nranks) % nranks, right = (rank + 1) % nranks;
+    MPI_Request req[4];
+    for (long i = 0; i < iters; i++) {
+        MPI_Irecv(rbuf_l, (int)bytes, MPI_BYTE, left, 1, MPI_COMM_WORLD, &req[0]);
+        MPI_Irecv(rbuf_r, (int)bytes, MPI_BYTE, right, 2, MPI_COMM_WORLD, &req[1]);
+        MPI_Isend(sbuf, (int)bytes, MPI_BYTE, right, 1, MPI_COMM_WORLD, &req[2]);
+        MPI_Isend(sbuf, (int)bytes, MPI_BYTE, left, 2, MPI_COMM_WORLD, &req[3]);
+        MPI_Waitall(4, req, MPI_STATUSES_IGNORE);
+    }
+}
+
+static void allreduce(long bytes, long iters) {
+    int count = (int)(bytes / 8);
+    for (long i = 0; i < iters; i++)
+        MPI_Allreduce(sbuf, rbuf_l, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* One repetition: `iters` operations after a barrier; the slowest rank's seconds. */
+static double timed(void (*op)(long, long), long bytes, long iters) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    op(bytes, iters);
+    double mine = MPI_Wtime() - t0, slowest;
+    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+/* The fastest of three repetitions: one preempted rank (a shared host) must not stop the
+ * calibration at too few operations. */
+static double calibration_time(void (*op)(long, long), long bytes, long iters) {
+    double best = timed(op, bytes, iters);
+    for (int i = 0; i < 2; i++) {
+        double t = timed(op, bytes, iters);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (argc != 6)
+        fail("usage: nodereg-ub-mpi CPUS KERNELS SIZES REPS TARGET_S");
+    long cpus[MAX_LIST], sizes[MAX_LIST];
+    int ncpus = parse_list(argv[1], cpus), nsizes = parse_list(argv[3], sizes);
+    long reps = atol(argv[4]);
+    double target = atof(argv[5]);
+    if (ncpus < nranks)
+        fail("fewer CPUs than ranks");
+    if (nsizes == 0 || reps < 1 || target <= 0)
+        fail("malformed sizes, repetitions or target");
+
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)cpus[rank], &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        fail("cannot pin a rank to its CPU");
+    int here = sched_getcpu(), where[MAX_LIST];
+    MPI_Gather(&here, 1, MPI_INT, where, 1, MPI_INT, 0, MPI_COMM_WORLD);
+
+    long biggest = 8;
+    for (int i = 0; i < nsizes; i++)
+        biggest = sizes[i] > biggest ? sizes[i] : biggest;
+    sbuf = malloc(biggest);
+    rbuf_l = malloc(biggest);
+    rbuf_r = malloc(biggest);
+    if (!sbuf || !rbuf_l || !rbuf_r)
+        fail("out of memory for the message buffers");
+    for (long i = 0; i < biggest / 8; i++)   /* first touch by the rank that uses them */
+        ((double *)sbuf)[i] = rank + 1.0, ((double *)rbuf_l)[i] = 0, ((double *)rbuf_r)[i] = 0;
+
+    if (rank == 0) {
+        printf("{\"ranks\":%d,\"cpus\":[", nranks);
+        for (int r = 0; r < nranks; r++)
+            printf("%s%d", r ? "," : "", where[r]);
+        printf("]}\n");
+        fflush(stdout);
+    }
+
+    char *kernels = strdup(argv[2]), *save = NULL;
+    for (char *name = strtok_r(kernels, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        void (*op)(long, long) = !strcmp(name, "pingpong")    ? pingpong
+                                 : !strcmp(name, "exchange")  ? exchange
+                                 : !strcmp(name, "allreduce") ? allreduce
+                                                              : NULL;
+        if (!op)
+            fail("unknown kernel (known: pingpong, exchange, allreduce)");
+        if (op == pingpong && nranks < 2)
+            fail("pingpong needs at least 2 ranks");
+        for (int s = 0; s < nsizes; s++) {
+            long bytes = op == allreduce ? (sizes[s] < 8 ? 8 : sizes[s] / 8 * 8) : sizes[s];
+            long iters = 1;
+            double t = calibration_time(op, bytes, iters);   /* also the warm-up */
+            while (t < target / 4 && iters < (1L << 30)) {
+                iters *= 2;
+                t = calibration_time(op, bytes, iters);
+            }
+            if (t < target && t > 0)
+                iters = (long)(iters * (target / t)) + 1;
+            if (rank == 0)
+                printf("{\"kernel\":\"%s\",\"bytes\":%ld,\"iters\":%ld,\"times\":[", name, bytes, iters);
+            for (long r = 0; r < reps; r++) {
+                double rep = timed(op, bytes, iters);
+                if (rank == 0)
+                    printf("%s%.9g", r ? "," : "", rep);
+            }
+            if (rank == 0) {
+                printf("]}\n");
+                fflush(stdout);
+            }
+        }
+    }
+    if (rank == 0)
+        printf("{\"done\":true}\n");
+    free(kernels);
+    MPI_Finalize();
+    return 0;
+}
