@@ -24,7 +24,8 @@ def match(
     budget: float = typer.Option(None, "--budget", help="Leave out nodes whose predicted cost per run exceeds X."),
     suite: str = typer.Option(None, "--suite", help="Compare with this suite's configs: 'nodereg' (our kernels) "
                                                     "or an imported one ('sparecores'); default: the one the base "
-                                                    "and the target nodes share, profiled on most nodes."),
+                                                    "and the target nodes share, profiled on most nodes "
+                                                    "(--from-runs: 'sparecores')."),
     exclude: list[str] = typer.Option(None, "--exclude", metavar="PREFIX",
                                       help="Leave configs whose key starts with PREFIX out of the references "
                                            "(repeatable; e.g. sparecores:openssl when checking openssl itself)."),
@@ -33,7 +34,6 @@ def match(
     from_runs: bool = typer.Option(False, "--from-runs", help="APP measured on 1-3 node types of an imported suite: "
                                                               "projected onto every other node (docs/crossarch.md)."),
     runs_on: str = typer.Option(None, "--runs-on", help="--from-runs: only the runs on these nodes (comma-separated)."),
-    suite: str = typer.Option("sparecores", "--suite", help="--from-runs: the imported suite of the nodes."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
     if from_runs or runs_on:
@@ -42,7 +42,7 @@ def match(
 
         name = "similar-runs" if model == "similarity" else model
         match_from_runs(state(ctx).registry(readonly=True), trace, model=name, options=parse_assignments(option),
-                        suite=suite, runs_on=runs_on, objective=objective, top=top, as_json=as_json)
+                        suite=suite or "sparecores", runs_on=runs_on, objective=objective, top=top, as_json=as_json)
         return
     from registry.match import caveats as caveats_mod
     from registry.match.capacity import apply_capacity, node_memory
