@@ -17,27 +17,46 @@ import numpy as np
 import sqlalchemy as sa
 
 from registry.errors import UserError
+from registry.io.tracefile import WEIGHT_SLACK
 from registry.match import references as refs_mod
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
+from registry.trace import phases as trace_phases
 from registry.trace.lookup import FoundTrace
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
 METHOD_PREFERENCE = ("marker", "omp", "auto", "import", "whole")  # among sets covering as much of the run
+DECLARED = ("marker", "omp")  # what the application itself says its phases are
+DECLARED_MIN_COVER = 0.5      # ... used, gaps filled by change points, when it covers most of the run
 PROJECTION = "similarity"    # the default projection, and the one a scaling model is combined with
 
 
-def choose_phases(phases: list) -> list:
+def choose_phases(phases: list, wall_s: float, usable=None) -> list:
     """One consistent set of phases: a trace holds several (change points, markers, OpenMP regions)
-    that overlap. The set covering the most of the run wins; near-ties (within 2% of the run) go
-    to the application's own markers, then OpenMP regions, then change points."""
+    that overlap. Nested markers are first reduced to disjoint leaves (registry.trace.phases.leaves),
+    so no time counts twice. What the author declared (markers, then OpenMP regions) is used when it
+    covers at least DECLARED_MIN_COVER of the run, its gaps filled with the change-point segments'
+    parts that lie there; otherwise the set covering the most of the run wins, near-ties (within 2%
+    of the run) going to markers, then OpenMP regions, then change points. `usable`: a test a phase
+    must pass to be considered (a stream model's inputs). A kind whose weights sum past the whole
+    run (OpenMP regions of several processes at once) is not a candidate."""
     by_method: dict[str, list] = {}
-    for p in phases:
-        if p.weight and p.weight > 0:
+    for p in trace_phases.disjoint_markers(phases, wall_s):
+        if p.weight and p.weight > 0 and (usable is None or usable(p)):
             by_method.setdefault(p.method, []).append(p)
     if not by_method:
         return []
-    cover = {m: min(1.0, sum(p.weight for p in ps)) for m, ps in by_method.items()}
+    cover = {m: sum(p.weight for p in ps) for m, ps in by_method.items()}
+    past = {m: total for m, total in cover.items() if total > 1 + WEIGHT_SLACK}
+    if past and len(past) == len(cover):
+        m, total = next(iter(past.items()))
+        raise UserError(f"the {m!r} phases of the trace cover {total:.0%} of the run: phases of one kind must "
+                        "not overlap (re-trace the app, or fix the trace file's weights)")
+    cover = {m: total for m, total in cover.items() if m not in past}   # overlapping sets count time twice
+    declared = next((m for m in DECLARED if cover.get(m, 0.0) >= DECLARED_MIN_COVER), None)
+    if declared is not None:
+        return sorted(by_method[declared] + trace_phases.fill_gaps(by_method[declared], by_method.get("auto", []),
+                                                                   wall_s), key=lambda p: p.start_s)
     best = max(cover.values())
     rank = {m: (METHOD_PREFERENCE.index(m) if m in METHOD_PREFERENCE else len(METHOD_PREFERENCE)) for m in cover}
     method = min((m for m in cover if cover[m] >= best - 0.02), key=lambda m: rank[m])
@@ -259,11 +278,11 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
     if streamed:
         from registry.match import streams as stream_match
 
-        phases = choose_phases(stream_match.streamed_phases(trace.phases))
+        phases = choose_phases(trace.phases, float(trace.wall_s), usable=stream_match.is_streamed)
         if not phases:
             raise stream_match.no_streams_error(trace.name)
     else:
-        phases = choose_phases(trace.phases)
+        phases = choose_phases(trace.phases, float(trace.wall_s))
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
     runs = [tuple(r) for r in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})]

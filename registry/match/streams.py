@@ -118,9 +118,9 @@ class Unmatched:
 _FEATURES = {"tpi": "time per iteration", "size": "size", "stride": "stride"}
 
 
-def streamed_phases(phases: list) -> list:
-    """The trace's phases that carry streams and a time per iteration (the thesis's inputs)."""
-    return [p for p in phases if p.streams and p.iterations and p.time_s]
+def is_streamed(phase) -> bool:
+    """Whether a phase carries streams and a time per iteration (the thesis's inputs)."""
+    return bool(phase.streams and phase.iterations and phase.time_s)
 
 
 def no_streams_error(app: str) -> UserError:
