@@ -118,6 +118,20 @@ class MatchResult:
     footprint_bytes: int | None = None   # the app's peak memory, where nodes were checked against it
     excluded: list[dict] = field(default_factory=list)   # nodes left out by deadline, budget or price, and why
 
+    def leave_out(self, why) -> None:
+        """Move the nodes for which `why(node_result)` gives an entry ({"reason": ..., ...}) into
+        `excluded`, and rank the rest again: a node that cannot run or hold the app gets no time."""
+        kept = []
+        for n in self.nodes:
+            entry = why(n)
+            if entry:
+                self.excluded.append({"node": n.node, "predicted_s": None, "cost": None, **entry})
+            else:
+                kept.append(n)
+        for i, n in enumerate(kept, 1):
+            n.rank = i
+        self.nodes = kept
+
     def to_dict(self, explain: bool = True) -> dict:
         out = {"app": self.app, "base": self.base, "model": self.model, "model_version": self.model_version,
                "base_time_s": self.base_time_s, "coverage": self.coverage, "warnings": self.warnings,
