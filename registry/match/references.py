@@ -35,8 +35,7 @@ from registry.models.base import Matrix, ReferenceSet
 # configs were measured, which decides the base node's first run of a key.
 _RUNS = """
 WITH latest AS (
-    SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts
-    FROM (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id, host) per_host),
+    SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts FROM v_latest_profile),
 runs AS (
     SELECT r.run_id, l.node_id, l.hosts, c.threads,
            CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
@@ -67,7 +66,8 @@ LEFT JOIN (SELECT node_id, min(host) AS host, count(DISTINCT host) AS hosts FROM
 _FEATURES = """
 SELECT r.config_id, s.source, s.metric, s.value FROM signatures s
 JOIN profile_runs r ON s.owner_kind = 'profile_run' AND s.owner_id = r.run_id
-WHERE r.profile_id = (SELECT max(profile_id) FROM profiles WHERE node_id = :node) AND s.source <> 'streams'"""
+WHERE r.profile_id = (SELECT profile_id FROM v_latest_profile WHERE node_id = :node AND newest)
+  AND s.source <> 'streams'"""
 
 
 @dataclass

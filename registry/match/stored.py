@@ -30,7 +30,7 @@ from registry.match.project import Inputs, MatchResult
 # every node's latest profile (the one registry.match.references projects with), by name
 _LATEST_PROFILES = """
 SELECT n.name, n.n_cpus, p.uid FROM profiles p
-JOIN (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id) l ON l.profile_id = p.profile_id
+JOIN v_latest_profile l ON l.profile_id = p.profile_id AND l.newest
 JOIN nodes n ON n.node_id = p.node_id"""
 
 
