@@ -125,6 +125,9 @@ def read_trace(path: Path | str) -> Trace:
             raise UserError(f"{where}: samples column {column!r} is not a list of numbers (or nulls)")
     phases = [_phase(ph, i, where) for i, ph in enumerate(doc["phases"])]
     _check_weights(phases, where)
+    meta = _optional(doc, "meta", dict, where, {})
+    if not isinstance(meta.get("input"), (str, type(None))):
+        raise UserError(f"{where}: field 'meta.input' must be a text (the workload's input)")
     return Trace(
         name=doc["name"], node=doc["node"], host=str(doc.get("host") or ""),
         command=[str(a) for a in doc["command"]], exit_status=doc["exit_status"], status=doc["status"],
@@ -133,7 +136,7 @@ def read_trace(path: Path | str) -> Trace:
         sources=[str(s) for s in _optional(doc, "sources", list, where, [])],
         phases=phases,
         samples=samples, threads=_optional(doc, "threads", int, where, None) or None,
-        cachegrind=_optional(doc, "cachegrind", dict, where, None), meta=_optional(doc, "meta", dict, where, {}))
+        cachegrind=_optional(doc, "cachegrind", dict, where, None), meta=meta)
 
 
 WEIGHT_SLACK = 0.005    # rounding in the weights of phases that tile the run

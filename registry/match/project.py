@@ -23,6 +23,7 @@ from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction
 from registry.models.plugins import create, model_class
 from registry.trace import phases as trace_phases
 from registry.trace.lookup import FoundTrace
+from registry.workload import same_input
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
 METHOD_PREFERENCE = ("marker", "omp", "auto", "import", "whole")  # among sets covering as much of the run
@@ -265,13 +266,14 @@ class Inputs:
     targets: list[str]
     profiles: refs_mod.Profiles
     phases: list
-    runs: list[tuple]            # the app's measured runs on the base node: (uid, threads, time_s), oldest first
+    runs: list[tuple]            # the app's measured runs of the traced input on the base node: (uid, threads, time_s)
     base_time_s: float
     stream_refs: object = None   # registry.match.streams.StreamRefs, for a model that needs streams
 
 
 _BASE_RUNS = """
-SELECT r.uid, r.threads, r.time_s FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+SELECT r.uid, r.threads, r.time_s, r.input FROM runs r JOIN apps a ON a.app_id = r.app_id
+JOIN nodes n ON n.node_id = r.node_id
 WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 
@@ -299,7 +301,8 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
         phases = choose_phases(trace.phases, float(trace.wall_s))
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
-    runs = [tuple(r) for r in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})]
+    runs = [(uid, n, t) for uid, n, t, workload in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})
+            if same_input(workload, trace.meta.get("input"))]      # runs on another input measure another thing
     wall = base_time(runs, float(trace.wall_s), traced_threads(trace, profiles.n_cpus[base]))
     if not wall > 0:
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "

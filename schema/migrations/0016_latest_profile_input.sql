@@ -8,7 +8,17 @@
 -- profile is used only where the host has no other. `newest` marks each node's one row that a
 -- per-node reader takes (the host measured last, again full before partial).
 -- The analyst views of version 11 are recreated unchanged but for reading it.
+-- Workload identity: a run and a trace name the input the app ran on (`--input LABEL`, else 'cmd:'
+-- and a digest of the command line and the sizes of the files it names; NULL: unknown, as for runs
+-- added before), so that base times and `accuracy` compare runs of one input only. A CSV row's
+-- import_key makes importing the same file twice add nothing (registry/runs.py).
 -- Portable SQL: DuckDB and PostgreSQL.
+ALTER TABLE runs ADD COLUMN input VARCHAR
+;
+ALTER TABLE runs ADD COLUMN import_key VARCHAR
+;
+ALTER TABLE traces ADD COLUMN input VARCHAR
+;
 CREATE VIEW v_latest_profile AS
 SELECT node_id, host, profile_id, mode, started_at,
        row_number() OVER (PARTITION BY node_id ORDER BY partial, started_at DESC NULLS LAST, profile_id DESC) = 1
