@@ -167,19 +167,60 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
-def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: dict):
-    """Thread counts, reference set and the model fitted on it, for a thread mode: the phases of one
-    trace that share a mode share all three (through `cache`), since fitting depends on nothing else."""
-    if (mode, k) not in cache:
-        threads = refs_mod.threads_on(profiles, mode, k)
+def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: dict, side: str = "below"):
+    """Thread counts, reference set and the model fitted on it, for a thread mode and the side of the
+    wanted count the measured one is taken from (registry.match.references.threads_on): the phases of
+    one trace that share both share all three (through `cache`), since fitting depends on nothing else."""
+    if (mode, k, side) not in cache:
+        threads = refs_mod.threads_on(profiles, mode, k, side)
         by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
         refset, base_threads = refs_mod.reference_set(profiles, threads)
         model = create(model_name, kind="projection", options=options)
         if NEEDS_SIGNATURES not in model.needs:
             raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
                             "does (e.g. similarity, gbt)")
-        cache[(mode, k)] = (by_name, base_threads, model.fit(refset))
-    return cache[(mode, k)]
+        cache[(mode, k, side)] = (by_name, base_threads, model.fit(refset))
+    return cache[(mode, k, side)]
+
+
+def _project_part(query: Query, profiles, model_name: str, options: dict, nodes: list[str], cache: dict,
+                  mode: str, k: int):
+    """One part of a phase on every node, at the thread count it would use there: a count between two
+    measured ones is interpolated between their projections (geometrically, in log threads), one
+    beyond the largest measured is projected there, with a wider interval and a warning.
+    Returns (predictions, threads per node, base threads of the references, the model, warnings)."""
+    lo, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
+    part = {p.node: p for p in model.predict(query, nodes)}
+    want = dict(zip(profiles.node_names.tolist(), refs_mod.wanted_threads(profiles, mode, k).tolist()))
+    hi = dict(zip(profiles.node_names.tolist(), refs_mod.threads_on(profiles, mode, k, "above").tolist()))
+    between = [n for n in nodes if 0 < lo[n] < want[n] < hi[n]]
+    if between:
+        upper_model = _fitted(profiles, model_name, options, mode, k, cache, "above")[2]
+        upper = {p.node: p for p in upper_model.predict(query, between)}
+        for n in between:
+            w = math.log(want[n] / lo[n]) / math.log(hi[n] / lo[n])
+            part[n] = _blend(part[n], upper[n], w)
+    beyond = [n for n in nodes if 0 < hi[n] < want[n]]
+    for n in beyond:
+        p = part[n]
+        part[n] = NodePrediction(n, p.predicted_s, p.low_s * hi[n] / want[n], p.high_s, p.explanation, p.warnings)
+    warnings = []
+    if beyond:
+        shown = ", ".join(f"{n} ({int(want[n])} threads, measured up to {hi[n]})" for n in beyond[:3])
+        more = f" and {len(beyond) - 3} more" if len(beyond) > 3 else ""
+        warnings.append(f"phase {query.name}: more threads than the profiles measured on {shown}{more}: projected "
+                        "at the largest count measured, an extrapolation (interval widened by the ratio)")
+    said = set(between) | set(beyond)      # the count it would run at, interpolated or extrapolated to
+    threads = {n: int(want[n]) if n in said else lo[n] for n in lo}
+    return part, threads, base_threads, model, warnings
+
+
+def _blend(a: NodePrediction, b: NodePrediction, w: float) -> NodePrediction:
+    """Predictions at two measured thread counts, interpolated at weight w of the way to `b` (geometric)."""
+    def mix(x: float, y: float) -> float:
+        return x ** (1 - w) * y ** w if x > 0 and y > 0 else x
+    return NodePrediction(a.node, mix(a.predicted_s, b.predicted_s), mix(a.low_s, b.low_s), mix(a.high_s, b.high_s),
+                          a.explanation, a.warnings)
 
 
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, options: dict, nodes: list[str],
@@ -195,11 +236,12 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
     preds: dict[str, NodePrediction] = {}
     matches, warnings, threads = [], [], {}
     for mode, k, share in parts:
-        part_threads, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache)
-        threads = threads or part_threads          # the first part's: the parallel one where there is one
         query = Query(phase.name, features, time_s * share)
-        part = {p.node: p for p in model.predict(query, nodes)}
+        part, part_threads, base_threads, model, limits = _project_part(query, profiles, model_name, options, nodes,
+                                                                        cache, mode, k)
+        threads = threads or part_threads          # the first part's: the parallel one where there is one
         warnings = warnings or _tie_warnings(phase.name, part)    # one per phase: the first part's
+        warnings += [w for w in limits if w not in warnings]
         preds = {n: _plus(preds.get(n), p) for n, p in part.items()}
         if hasattr(model, "nearest"):
             matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
@@ -338,10 +380,27 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                                   cache, fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
+    warnings += _scaling_beyond_trace(nodes_out, traced_threads(trace, inputs.profiles.n_cpus[inputs.base]))
     warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
                                   [w for r in results for p in r.predictions.values() for w in p.warnings]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
                        nodes_out, results, warnings)
+
+
+SCALING_SEEN = 2    # beyond this many times the traced thread count, the app's own scaling is a guess
+
+
+def _scaling_beyond_trace(nodes: list[NodeResult], traced: int) -> list[str]:
+    """A warning where the app would run many more threads than it was traced with: the projection
+    then takes the node's measured kernels to stand for how the app's parallel share scales, which
+    nothing measured of the app says (its runs at several thread counts and a scaling model do)."""
+    far = [n for n in nodes if n.threads and n.threads > SCALING_SEEN * traced]
+    if not far:
+        return []
+    shown = ", ".join(f"{n.node} ({n.threads})" for n in far[:3]) + (f" and {len(far) - 3} more" if len(far) > 3 else "")
+    return [f"the app was traced with {traced} thread(s); on {shown} it would run more than {SCALING_SEEN}x as many: "
+            "the prediction assumes its parallel share keeps scaling there (measure runs at several thread counts "
+            "and use --model amdahl or usl to check it)"]
 
 
 def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: float):

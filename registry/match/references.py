@@ -278,18 +278,29 @@ def _pool_one_thread(hardware: np.ndarray, key: np.ndarray, placement: np.ndarra
     return pooled
 
 
-def threads_on(profiles: Profiles, mode: str, k: int) -> np.ndarray:
-    """The thread count each node's configs are taken at (by node code): all its CPUs ('all') or
-    min(k, CPUs) ('fixed'), snapped to the largest count measured there that does not exceed it
-    (or the smallest measured, if none does; 0 for a node without runs)."""
+def wanted_threads(profiles: Profiles, mode: str, k: int) -> np.ndarray:
+    """The thread count a part of a phase would run at on each node (by node code): all its CPUs
+    ('all') or min(k, CPUs) ('fixed')."""
+    want = np.array([profiles.n_cpus.get(n, 1) for n in profiles.node_names.tolist()], dtype=float)
+    return want if mode == "all" else np.minimum(want, k)
+
+
+def threads_on(profiles: Profiles, mode: str, k: int, side: str = "below") -> np.ndarray:
+    """The measured thread count each node's configs are taken at (by node code) for the wanted
+    count (`wanted_threads`): the largest measured there that does not exceed it ('below'), or the
+    smallest that is not below it ('above'); where there is none on that side, the nearest measured
+    on the other (0 for a node without runs). A count between two measured ones is interpolated
+    from both (registry.match.project)."""
     seen = profiles.measured_threads
     counts = np.arange(seen.shape[1])
-    want = np.array([profiles.n_cpus.get(n, 1) for n in profiles.node_names.tolist()], dtype=float)
-    if mode != "all":
-        want = np.minimum(want, k)
-    fitting = np.where(seen & (counts <= want[:, None]), counts, -1).max(axis=1)
+    want = wanted_threads(profiles, mode, k)
+    below = np.where(seen & (counts <= want[:, None]), counts, -1).max(axis=1)
+    above = np.where(seen & (counts >= want[:, None]), counts, seen.shape[1]).min(axis=1)
     smallest = np.where(seen, counts, seen.shape[1]).min(axis=1)
-    return np.where(fitting >= 0, fitting, np.where(smallest < seen.shape[1], smallest, 0)).astype(np.int64)
+    largest = np.where(seen, counts, -1).max(axis=1)
+    if side == "above":
+        return np.where(above < seen.shape[1], above, np.maximum(largest, 0)).astype(np.int64)
+    return np.where(below >= 0, below, np.where(smallest < seen.shape[1], smallest, 0)).astype(np.int64)
 
 
 def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet, dict[str, int]]:
