@@ -13,7 +13,9 @@ Per set (an app's trace, projected from its base node by one model): the error o
 how well the predicted order of the target nodes held: Spearman's rank correlation (over at least
 MIN_SPEARMAN_NODES nodes: over 2 or 3 it is +-1 or a coarse step by construction, so n/a), top-1
 (the node predicted fastest was the fastest measured) and regret (time on that node / best time -
-1). Per model and version, the summary over its sets. The base node's prediction is the base time
+1). Per model and version, the summary over its sets, with the coverage of the intervals: the
+share of checked predictions whose interval held the measured time, beside the nominal share
+(registry.models.intervals.NOMINAL). The base node's prediction is the base time
 itself (the traced run, or its median with the runs measured there before `match`), not a
 prediction, so it counts neither in the errors nor in the ranking; its row sets the traced run
 beside the measured ones (`traced_gap`).
@@ -32,6 +34,7 @@ from registry.apps import require_app_id
 from registry.db.read import read_frame
 from registry.errors import UserError
 from registry.evaluate import choice_quality
+from registry.models import intervals
 from registry.workload import same_input
 
 # The latest set per (app, trace, model) beside the measured runs at the thread count the app runs with
@@ -120,6 +123,8 @@ def assess(frame: pd.DataFrame) -> Accuracy:
     cells["base"] = cells["node"] == cells["base_node"]
     cells["error"] = (cells["predicted_s"] - cells["measured_s"]) / cells["measured_s"]
     cells["spread"] = (cells["max_s"] - cells["min_s"]) / cells["measured_s"]
+    cells["covered"] = [intervals.covered(_number(lo), m, _number(hi))
+                        for lo, m, hi in zip(cells["low_s"], cells["measured_s"], cells["high_s"])]
     sets = pd.DataFrame([_ranking(key, g) for key, g in cells.groupby(_SET, sort=True)])
     summary = pd.DataFrame([_summary(key, cells, sets) for key, _ in sets.groupby(["model_name", "model_version"])])
     # the traced run against the runs measured on the base node: one run's own noise, which a projection
@@ -127,7 +132,8 @@ def assess(frame: pd.DataFrame) -> Accuracy:
     cells["traced_gap"] = np.where(cells["base"], (cells["traced_s"] - cells["measured_s"]) / cells["measured_s"],
                                    np.nan)
     columns = ["app", "model_name", "model_version", "base_node", "node", "base", "threads", "predicted_s",
-               "measured_s", "runs", "spread", "error", "traced_s", "traced_gap", "low_s", "high_s", "trace_uid"]
+               "measured_s", "runs", "spread", "error", "traced_s", "traced_gap", "low_s", "high_s", "covered",
+               "trace_uid"]
     return Accuracy(cells[columns].reset_index(drop=True), sets, summary)
 
 
@@ -154,6 +160,7 @@ def _summary(key: tuple, cells: pd.DataFrame, sets: pd.DataFrame) -> dict:
     errors = cells.loc[mine & ~cells["base"], "error"].abs()
     ranked = sets[(sets["model_name"] == model) & (sets["model_version"] == version)].dropna(subset=["top1"])
     spearman = ranked["spearman"].dropna()
+    held = [bool(c) for c in cells.loc[mine & ~cells["base"], "covered"] if c is not None]
     return {"model_name": model, "model_version": version, "apps": int(cells.loc[mine, "app"].nunique()),
             "cells": len(errors),
             "median_abs_error": float(errors.median()) if len(errors) else None,
@@ -161,4 +168,10 @@ def _summary(key: tuple, cells: pd.DataFrame, sets: pd.DataFrame) -> dict:
             "median_spread": float(cells.loc[mine & ~cells["base"], "spread"].median()) if len(errors) else None,
             "median_spearman": float(spearman.median()) if len(spearman) else None,
             "top1_rate": float(ranked["top1"].astype(float).mean()) if len(ranked) else None,
-            "mean_regret": float(ranked["regret"].astype(float).mean()) if len(ranked) else None}
+            "mean_regret": float(ranked["regret"].astype(float).mean()) if len(ranked) else None,
+            "intervals": len(held), "coverage": sum(held) / len(held) if held else None,
+            "nominal": intervals.NOMINAL}
+
+
+def _number(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)

@@ -40,7 +40,9 @@ def accuracy(
     print_table(sets, ["app", "model_name", "model_version", "base_node", "nodes", "spearman", "top1", "regret"],
                 title="ranking of the nodes, per app")
     summary = [{**r, **{k: None if r[k] is None or r[k] != r[k] else f"{r[k]:.1%}" for k in
-                        ("median_abs_error", "worst_abs_error", "median_spread", "top1_rate", "mean_regret")}}
+                        ("median_abs_error", "worst_abs_error", "median_spread", "top1_rate", "mean_regret",
+                         "coverage", "nominal")}}
                for r in result.to_dict()["summary"]]
     print_table(summary, ["model_name", "model_version", "apps", "cells", "median_abs_error", "worst_abs_error",
-                          "median_spread", "median_spearman", "top1_rate", "mean_regret"], title="summary, per model")
+                          "median_spread", "median_spearman", "top1_rate", "mean_regret", "intervals", "coverage",
+                          "nominal"], title="summary, per model (coverage: share of intervals holding the measurement)")

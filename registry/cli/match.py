@@ -82,6 +82,8 @@ def match(
                             f"model {result.model}, coverage {result.coverage:.0%}, by {result.objective}")
     for x in result.excluded:
         err_console.print(f"left out: {x['node']}: {x['reason']}")
+    if inputs.calibration is not None:
+        console.print(inputs.calibration.describe())
     for phase in result.phases:
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else "")

@@ -19,6 +19,8 @@ import sqlalchemy as sa
 from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
 from registry.match import references as refs_mod
+from registry.match.calibration import load_calibration
+from registry.models import intervals
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
 from registry.trace import phases as trace_phases
@@ -118,6 +120,7 @@ class MatchResult:
     objective: str = "time"          # what `rank` orders by: time | cost
     footprint_bytes: int | None = None   # the app's peak memory, where nodes were checked against it
     excluded: list[dict] = field(default_factory=list)   # nodes left out by deadline, budget or price, and why
+    calibration: dict | None = None  # how the intervals were calibrated (registry.models.intervals.Calibration)
 
     def leave_out(self, why) -> None:
         """Move the nodes for which `why(node_result)` gives an entry ({"reason": ..., ...}) into
@@ -142,7 +145,7 @@ class MatchResult:
                                 "cost": n.cost, "cost_low": n.cost_low, "cost_high": n.cost_high,
                                 "currency": n.currency}
                                for n in self.nodes],
-               "excluded": self.excluded}
+               "excluded": self.excluded, "calibration": self.calibration}
         out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "serial_share": p.serial_share,
                           "projected_by": p.projected_by or self.model, "matches": p.matches,
                           **({"per_node": {n: {"predicted_s": pr.predicted_s, "low_s": pr.low_s,
@@ -311,6 +314,7 @@ class Inputs:
     runs: list[tuple]            # the app's measured runs of the traced input on the base node: (uid, threads, time_s)
     base_time_s: float
     stream_refs: object = None   # registry.match.streams.StreamRefs, for a model that needs streams
+    calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
 
 
 _BASE_RUNS = """
@@ -350,7 +354,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
-                  stream_match.load_refs(conn) if streamed else None)
+                  stream_match.load_refs(conn) if streamed else None, load_calibration(conn, *model_identity(model)))
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -380,11 +384,26 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                                   cache, fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
-    warnings += _scaling_beyond_trace(nodes_out, traced_threads(trace, inputs.profiles.n_cpus[inputs.base]))
+    threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
+    warnings += _scaling_beyond_trace(nodes_out, threads)
+    _widen(nodes_out, [float(trace.wall_s), *(t for _, n, t in inputs.runs if n is None or n == threads)],
+           inputs.calibration)
     warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
                                   [w for r in results for p in r.predictions.values() for w in p.warnings]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
-                       nodes_out, results, warnings)
+                       nodes_out, results, warnings,
+                       calibration=inputs.calibration.to_dict() if inputs.calibration else None)
+
+
+def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibration | None) -> None:
+    """Every node's interval with the base time's noise added (registry.models.intervals: one rule),
+    never narrower than the floor, then scaled by the model's calibration."""
+    noise = intervals.base_noise(base_samples)
+    for n in nodes:
+        low, high = intervals.combine(n.predicted_s, n.low_s, n.high_s, noise)
+        if calibration is not None:
+            low, high = intervals.scaled(n.predicted_s, low, high, calibration.scale)
+        n.low_s, n.high_s = low, high
 
 
 SCALING_SEEN = 2    # beyond this many times the traced thread count, the app's own scaling is a guess

@@ -97,7 +97,9 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
     anchor = result.base if result.base in ranked else (ranked[0] if ranked else None)
 
     def explanation(node: str) -> str:
-        return orjson.dumps({"base": result.base, **({} if node == anchor else {"matches_in": anchor}), "phases": [
+        scale = (result.calibration or {}).get("scale", 1.0)    # so later calibration sees the model's own widths
+        return orjson.dumps({"base": result.base, "interval_scale": scale,
+                             **({} if node == anchor else {"matches_in": anchor}), "phases": [
             {"name": p.name, "mode": p.mode, **({"matches": p.matches} if node == anchor else {}),
              "predicted_s": p.predictions[node].predicted_s} for p in result.phases]}).decode()
 
