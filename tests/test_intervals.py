@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from registry.db import open_registry, utcnow
+from registry.db.write import insert_rows, new_uid
 from registry.io.tracefile import Phase, Trace
 from registry.models import intervals
 from registry_data import three_node_registry
@@ -55,7 +56,6 @@ def test_match_says_its_calibration_and_accuracy_its_coverage(cli, db_url):
         runs = []
         for i, (app_id, node_id, predicted, cpus) in enumerate(rows):
             runs.append({"app_id": app_id, "node_id": node_id, "threads": cpus, "time_s": predicted * (1.02 + i)})
-        from registry.db.write import insert_rows, new_uid
         insert_rows(conn, "runs", [{"uid": new_uid(), "source": "cli", "created_at": made + timedelta(seconds=1),
                                     **r} for r in runs])
     reg.close()
