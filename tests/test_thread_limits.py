@@ -1,6 +1,6 @@
 """Limits said out loud (issue 28, item 4): a thread count between two measured ones is interpolated,
 not snapped down; one beyond the profile, or far beyond what the app was traced with, is warned about
-and gets a wider interval."""
+and gets a wider interval; a phase of unknown CPU use is said to be taken as fully parallel."""
 
 import json
 
@@ -50,3 +50,15 @@ def test_beyond_the_measured_threads_and_the_traced_ones_is_said(cli, db_url):
     assert eight["low_s"] < four["low_s"]                        # ... with room for the 4 more
     assert any("more threads than the profiles measured on quad (8 threads, measured up to 4)" in w for w in warnings)
     assert any("traced with 2 thread(s); on quad (8)" in w for w in warnings)
+
+
+def test_a_phase_of_unknown_cpu_use_is_said_to_be_taken_as_parallel(cli, db_url):
+    from registry.db import utcnow
+    from registry.io.tracefile import Phase, Trace
+
+    unknown = Trace(name="app", node="b", host="h", command=["app"], exit_status=0, status="ok", wall_s=5.0,
+                    interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc"],
+                    phases=[Phase("blink", "auto", 0.0, 5.0, 1.0, 5.0, signature={"proc": {"wss_llc": 0.01}})])
+    three_node_registry(db_url, unknown)
+    doc = json.loads(cli("match", "app", "--json", "--no-store").out)
+    assert any("phase blink: its CPU use is unknown" in w for w in doc["warnings"])

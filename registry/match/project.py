@@ -249,6 +249,9 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
         if hasattr(model, "nearest"):
             matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
                          "share": round(share, 4)} for key, d in model.nearest(query, 5)]
+    if util is None and not (fixed_threads or trace.threads):
+        warnings.append(f"phase {phase.name}: its CPU use is unknown (no /proc samples in it): taken as running "
+                        "on all of each node's CPUs, which overstates the gain of a partly serial phase")
     serial = next((share for mode, k, share in parts if (mode, k) == ("fixed", 1)), 0.0)
     return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, warnings, serial_share=serial)
 
