@@ -114,8 +114,9 @@ def assess(frame: pd.DataFrame) -> Accuracy:
     cells = frame.dropna(subset=["measured_s"]).copy()
     if cells.empty:
         apps = ", ".join(sorted(frame["app"].unique()))
-        raise UserError(f"no measured runs match the stored predictions of {apps} (same app, node and thread "
-                        "count): measure them with `nodereg run NODE -- CMD`")
+        raise UserError(f"no measured runs match the stored predictions of {apps} (same app, node, thread count "
+                        "and input, measured after the prediction; --all-runs takes earlier runs too): measure them "
+                        "with `nodereg run NODE -- CMD`")
     cells = cells.astype({"predicted_s": float, "measured_s": float, "min_s": float, "max_s": float,
                           "traced_s": float})
     cells["trace_uid"] = cells["trace_uid"].fillna("(file)")  # a trace file not in the registry
