@@ -3,17 +3,22 @@
 `nodereg match` stores a prediction set per trace and model; `nodereg run` (or `runs add`, an
 import) stores measured runs. Here each app x node prediction of the latest set per trace and model
 meets the runs of the same app on the same node at the thread count the app runs with there (see
-_MATCHED); the measured time is their median, and their
-spread ((max - min) / median) says how far the program's own time moves between runs, which no
-prediction can beat.
+_MATCHED), on the same input (registry/workload.py: runs of another input are another workload;
+runs or traces of unknown input are compared with any), and measured after the prediction was made
+(a run made before it may have been its input: it checks nothing; `all_runs` takes them too). The
+measured time is their median, and their spread ((max - min) / median) says how far the program's
+own time moves between runs, which no prediction can beat.
 
 Per set (an app's trace, projected from its base node by one model): the error on each node, and
-how well the predicted order of the nodes held: Spearman's rank correlation, top-1 (the node
-predicted fastest was the fastest measured) and regret (time on that node / best time - 1). Per
-model and version, the summary over its sets. The base node's prediction is the base time itself
-(the traced run, or its median with the runs measured there before `match`), not a prediction, so
-it counts in the ranking (it is one of the candidates) but not in the errors; its row also sets the
-traced run beside the measured ones (`traced_gap`).
+how well the predicted order of the target nodes held: Spearman's rank correlation (over at least
+MIN_SPEARMAN_NODES nodes: over 2 or 3 it is +-1 or a coarse step by construction, so n/a), top-1
+(the node predicted fastest was the fastest measured) and regret (time on that node / best time -
+1). Per model and version, the summary over its sets, with the coverage of the intervals: the
+share of checked predictions whose interval held the measured time, beside the nominal share
+(registry.models.intervals.NOMINAL). The base node's prediction is the base time
+itself (the traced run, or its median with the runs measured there before `match`), not a
+prediction, so it counts neither in the errors nor in the ranking; its row sets the traced run
+beside the measured ones (`traced_gap`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from registry.apps import require_app_id
 from registry.db.read import read_frame
 from registry.errors import UserError
 from registry.evaluate import choice_quality
+from registry.models import intervals
+from registry.workload import same_input
 
 # The latest set per (app, trace, model) beside the measured runs at the thread count the app runs with
 # on the node: the count the user fixed when tracing (traces.threads), else one per CPU of the node, as
@@ -36,15 +43,19 @@ from registry.evaluate import choice_quality
 # count its phases were projected at: 1 for an app whose phases did not keep the base CPUs busy.
 # (v_predictions compares by the same rule since schema version 13; this query also wants the runs' range.)
 _MATCHED = """
-SELECT p.app, p.trace_uid, p.base_node, p.node, p.model_name, p.model_version,
+SELECT p.app, p.trace_uid, p.base_node, p.node, p.model_name, p.model_version, p.created_at,
        COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s, t.wall_s AS traced_s,
-       r.runs, r.median_s AS measured_s, r.min_s, r.max_s
+       t.input AS input
 FROM (SELECT v.*, max(v.created_at) OVER (PARTITION BY v.app, v.trace_uid, v.model_name) AS latest
       FROM v_predictions v) p
 JOIN nodes n ON n.name = p.node
 LEFT JOIN traces t ON t.uid = p.trace_uid
-LEFT JOIN v_runs r ON r.app = p.app AND r.node = p.node AND r.threads = COALESCE(t.threads, n.n_cpus)
 WHERE p.created_at = p.latest"""
+_RUNS = """
+SELECT a.name AS app, n.name AS node, r.threads, r.time_s, r.created_at AS run_at, r.input AS run_input
+FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+WHERE r.threads IS NOT NULL"""
+MIN_SPEARMAN_NODES = 4
 _SET = ["app", "trace_uid", "model_name", "model_version", "base_node"]
 
 
@@ -62,8 +73,10 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return [dict(zip(frame.columns, row)) for row in frame.itertuples(index=False, name=None)]
 
 
-def load(conn: sa.Connection, app: str | None = None, model: str | None = None) -> pd.DataFrame:
-    """Stored predictions of the latest sets, with the measured runs where there are any."""
+def load(conn: sa.Connection, app: str | None = None, model: str | None = None,
+         all_runs: bool = False) -> pd.DataFrame:
+    """Stored predictions of the latest sets, with the measured runs that check them where there are
+    any (same input; made after the prediction unless `all_runs`)."""
     where, params = [], {}
     if app is not None:
         require_app_id(conn, app)
@@ -77,7 +90,23 @@ def load(conn: sa.Connection, app: str | None = None, model: str | None = None) 
     if frame.empty:
         scope = " and ".join(f"{k} {v!r}" for k, v in (("app", app), ("model", model)) if v is not None)
         raise UserError(f"no stored predictions{' for ' + scope if scope else ''}: `nodereg match APP` stores them")
-    return frame
+    runs = read_frame(conn, _RUNS + (" AND a.name = :app" if app is not None else ""),
+                      {"app": app} if app is not None else {})
+    return _with_runs(frame, runs, all_runs)
+
+
+def _with_runs(frame: pd.DataFrame, runs: pd.DataFrame, all_runs: bool) -> pd.DataFrame:
+    """Each prediction with the count, median, min and max of the runs that check it."""
+    if runs.empty:
+        return frame.assign(runs=None, measured_s=None, min_s=None, max_s=None).drop(columns=["created_at", "input"])
+    pairs = frame.reset_index().merge(runs, on=["app", "node", "threads"], how="inner")
+    known = lambda v: None if pd.isna(v) else v     # noqa: E731  (NULL reads as NaN or None)
+    keep = [same_input(known(a), known(b)) for a, b in zip(pairs["input"], pairs["run_input"])]
+    pairs = pairs[np.array(keep, dtype=bool)]
+    if not all_runs:
+        pairs = pairs[pd.to_datetime(pairs["run_at"]) >= pd.to_datetime(pairs["created_at"])]
+    stats = pairs.groupby("index")["time_s"].agg(runs="count", measured_s="median", min_s="min", max_s="max")
+    return frame.join(stats).drop(columns=["created_at", "input"])
 
 
 def assess(frame: pd.DataFrame) -> Accuracy:
@@ -85,8 +114,9 @@ def assess(frame: pd.DataFrame) -> Accuracy:
     cells = frame.dropna(subset=["measured_s"]).copy()
     if cells.empty:
         apps = ", ".join(sorted(frame["app"].unique()))
-        raise UserError(f"no measured runs match the stored predictions of {apps} (same app, node and thread "
-                        "count): measure them with `nodereg run NODE -- CMD`")
+        raise UserError(f"no measured runs match the stored predictions of {apps} (same app, node, thread count "
+                        "and input, measured after the prediction; --all-runs takes earlier runs too): measure them "
+                        "with `nodereg run NODE -- CMD`")
     cells = cells.astype({"predicted_s": float, "measured_s": float, "min_s": float, "max_s": float,
                           "traced_s": float})
     cells["trace_uid"] = cells["trace_uid"].fillna("(file)")  # a trace file not in the registry, or a removed one
@@ -95,6 +125,8 @@ def assess(frame: pd.DataFrame) -> Accuracy:
     cells["base"] = cells["node"] == cells["base_node"]
     cells["error"] = (cells["predicted_s"] - cells["measured_s"]) / cells["measured_s"]
     cells["spread"] = (cells["max_s"] - cells["min_s"]) / cells["measured_s"]
+    cells["covered"] = [intervals.covered(_number(lo), m, _number(hi))
+                        for lo, m, hi in zip(cells["low_s"], cells["measured_s"], cells["high_s"])]
     sets = pd.DataFrame([_ranking(key, g) for key, g in cells.groupby(_SET, sort=True)])
     summary = pd.DataFrame([_summary(key, cells, sets) for key, _ in sets.groupby(["model_name", "model_version"])])
     # the traced run against the runs measured on the base node: one run's own noise, which a projection
@@ -102,7 +134,8 @@ def assess(frame: pd.DataFrame) -> Accuracy:
     cells["traced_gap"] = np.where(cells["base"], (cells["traced_s"] - cells["measured_s"]) / cells["measured_s"],
                                    np.nan)
     columns = ["app", "model_name", "model_version", "base_node", "node", "base", "threads", "predicted_s",
-               "measured_s", "runs", "spread", "error", "traced_s", "traced_gap", "low_s", "high_s", "trace_uid"]
+               "measured_s", "runs", "spread", "error", "traced_s", "traced_gap", "low_s", "high_s", "covered",
+               "trace_uid"]
     return Accuracy(cells[columns].reset_index(drop=True), sets, summary)
 
 
@@ -110,13 +143,15 @@ def _ranking(key: tuple, g: pd.DataFrame) -> dict:
     from scipy.stats import spearmanr
 
     row = dict(zip(_SET, key))
+    g = g[~g["base"]]                # the base's "prediction" is its own measurement: not a candidate ranked
     row["nodes"] = len(g)
     row["spearman"] = row["top1"] = row["regret"] = None
-    if len(g) >= 2:
+    if len(g) >= MIN_SPEARMAN_NODES:
         with warnings.catch_warnings():  # all times equal on one side: no order to correlate (NaN)
             warnings.simplefilter("ignore")
             rho = spearmanr(g["predicted_s"], g["measured_s"]).statistic
         row["spearman"] = None if np.isnan(rho) else float(rho)
+    if len(g) >= 2:
         row["top1"], row["regret"] = choice_quality(g["predicted_s"], g["measured_s"])
     return row
 
@@ -127,6 +162,7 @@ def _summary(key: tuple, cells: pd.DataFrame, sets: pd.DataFrame) -> dict:
     errors = cells.loc[mine & ~cells["base"], "error"].abs()
     ranked = sets[(sets["model_name"] == model) & (sets["model_version"] == version)].dropna(subset=["top1"])
     spearman = ranked["spearman"].dropna()
+    held = [bool(c) for c in cells.loc[mine & ~cells["base"], "covered"] if c is not None]
     return {"model_name": model, "model_version": version, "apps": int(cells.loc[mine, "app"].nunique()),
             "cells": len(errors),
             "median_abs_error": float(errors.median()) if len(errors) else None,
@@ -134,4 +170,10 @@ def _summary(key: tuple, cells: pd.DataFrame, sets: pd.DataFrame) -> dict:
             "median_spread": float(cells.loc[mine & ~cells["base"], "spread"].median()) if len(errors) else None,
             "median_spearman": float(spearman.median()) if len(spearman) else None,
             "top1_rate": float(ranked["top1"].astype(float).mean()) if len(ranked) else None,
-            "mean_regret": float(ranked["regret"].astype(float).mean()) if len(ranked) else None}
+            "mean_regret": float(ranked["regret"].astype(float).mean()) if len(ranked) else None,
+            "intervals": len(held), "coverage": sum(held) / len(held) if held else None,
+            "nominal": intervals.NOMINAL}
+
+
+def _number(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)

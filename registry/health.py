@@ -54,7 +54,7 @@ _RUNS = f"""
 SELECT p.host, p.uid AS profile_uid, p.started_at, u.name AS ub, c.threads, lv.value AS ws_level,
        r.bandwidth_gbs, r.gflops, r.latency_ns
 FROM profile_runs r
-JOIN (SELECT max(profile_id) AS profile_id FROM profiles WHERE node_id = :node GROUP BY host) latest
+JOIN (SELECT profile_id FROM v_latest_profile WHERE node_id = :node) latest
      ON latest.profile_id = r.profile_id
 JOIN profiles p ON p.profile_id = r.profile_id
 JOIN ub_configs c ON c.config_id = r.config_id

@@ -30,6 +30,23 @@ def inventory_row(name: str, inv: Inventory, source: str) -> dict:
     }
 
 
+CPU_VENDORS = ("Intel", "AMD", "Ampere")
+
+
+def record_offer(conn: sa.Connection, node_id: int, inv: Inventory) -> None:
+    """What the node offers a binary (schema 14's columns), from its inventory: the architecture, the
+    ISA flags the inventory records and the CPU's maker. Read by registry.match.portability."""
+    conn.execute(sa.text("UPDATE nodes SET architecture = :a, isa_flags = :f, cpu_vendor = :v WHERE node_id = :id"),
+                 {"a": inv.architecture or None, "f": " ".join(inv.isa_flags), "v": cpu_vendor(inv.cpu_model),
+                  "id": node_id})
+
+
+def cpu_vendor(model: str | None) -> str | None:
+    """The CPU's maker as the model name says it ('Intel(R) Xeon(R) ...' -> Intel), else None."""
+    words = (model or "").replace("(R)", " ").replace("(TM)", " ").split()
+    return next((v for v in CPU_VENDORS if any(w.startswith(v) for w in words)), None)
+
+
 def find_node_id(conn: sa.Connection, name: str) -> int | None:
     return find_id(conn, "nodes", "node_id", name)
 

@@ -226,7 +226,9 @@ def validate(prog: Program, db: str, base: Variant, targets: list[Variant], work
 
 
 def report(db: str, uids: set[str], model: str, cpus_of: dict[str, str]) -> None:
-    proc = nodereg(db, "accuracy", "--model", model, "--json", quiet=False)
+    # the runs on the other variants are measured before `match` (interleaved, see `measure`) and
+    # match reads only the base's: they check the predictions all the same
+    proc = nodereg(db, "accuracy", "--model", model, "--all-runs", "--json", quiet=False)
     if err := failed(proc):
         console.print(f"error: {err}")
         return

@@ -16,7 +16,9 @@ from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.inventory import collect
 from registry.nodes import ensure_node
+from registry.io.tracefile import Trace
 from registry.runs import add_run
+from registry.trace import store
 
 PY = sys.executable
 
@@ -29,7 +31,8 @@ def _frame(rows, traced=None):
 
 
 def test_errors_ranking_and_summary_of_crafted_sets():
-    # app a: base b (predicted = traced), n1 predicted fastest but measured slowest; app c: perfect order
+    # app a: base b (predicted = traced), n1 predicted fastest but measured slowest; app c: one target;
+    # app d: four targets in the right order
     frame = _frame([
         ("a", "t1", "b", "b", "sim", "1", 2, 10.0, None, None, 3, 10.0, 9.0, 11.0),
         ("a", "t1", "b", "n1", "sim", "1", 1, 5.0, None, None, 3, 20.0, 19.0, 21.0),
@@ -38,10 +41,13 @@ def test_errors_ranking_and_summary_of_crafted_sets():
         ("c", "t2", "b", "b", "sim", "1", 2, 4.0, None, None, 2, 4.0, 4.0, 4.0),
         ("c", "t2", "b", "n1", "sim", "1", 1, 9.0, None, None, 2, 6.0, 5.0, 7.0),
         ("c", "t3", "b", "n1", "other", None, 1, 9.0, None, None, 2, 6.0, 5.0, 7.0),
+        ("d", "t4", "b", "b", "sim", "1", 2, 1.0, None, None, 1, 50.0, 50.0, 50.0),  # the base: never ranked
+        *[("d", "t4", "b", f"n{i}", "sim", "1", 2, float(i), None, None, 1, float(i), float(i), float(i))
+          for i in range(1, 5)],
     ], traced={"t1": 12.0})
     result = assess(frame)
     cells = result.cells.set_index(["app", "model_name", "node"])
-    assert len(cells) == 6 and ("a", "sim", "n3") not in cells.index
+    assert len(cells) == 11 and ("a", "sim", "n3") not in cells.index
     assert cells.loc[("a", "sim", "n1"), "error"] == pytest.approx(-0.75)
     assert cells.loc[("a", "sim", "n1"), "spread"] == pytest.approx(0.1)
     assert bool(cells.loc[("a", "sim", "b"), "base"]) and not bool(cells.loc[("a", "sim", "n1"), "base"])
@@ -49,17 +55,19 @@ def test_errors_ranking_and_summary_of_crafted_sets():
     assert cells.loc[("a", "sim", "b"), "traced_gap"] == pytest.approx(0.2)
     assert pd.isna(cells.loc[("a", "sim", "n1"), "traced_gap"]) and pd.isna(cells.loc[("c", "sim", "b"), "traced_gap"])
     sets = result.sets.set_index(["app", "model_name"])
-    assert sets.loc[("a", "sim"), "spearman"] == pytest.approx(-1.0)   # predicted n1<n2<b, measured b<n2<n1
-    assert not sets.loc[("a", "sim"), "top1"] and sets.loc[("a", "sim"), "regret"] == pytest.approx(1.0)
-    assert sets.loc[("c", "sim"), "spearman"] == pytest.approx(1.0) and sets.loc[("c", "sim"), "top1"]
-    assert sets.loc[("c", "other"), "top1"] is None   # one node: nothing to rank
+    # two targets: n1 predicted fastest, measured slowest; Spearman over 2 nodes is +-1 by construction: n/a
+    assert sets.loc[("a", "sim"), "nodes"] == 2 and pd.isna(sets.loc[("a", "sim"), "spearman"])
+    assert not sets.loc[("a", "sim"), "top1"] and sets.loc[("a", "sim"), "regret"] == pytest.approx(0.25)
+    assert sets.loc[("c", "sim"), "top1"] is None and sets.loc[("c", "other"), "top1"] is None   # one target
+    assert sets.loc[("d", "sim"), "nodes"] == 4 and sets.loc[("d", "sim"), "spearman"] == pytest.approx(1.0)
+    assert sets.loc[("d", "sim"), "top1"] and sets.loc[("d", "sim"), "regret"] == pytest.approx(0.0)
     summary = result.summary.set_index("model_name")
     sim = summary.loc["sim"]
-    # errors of the non-base cells only: |-0.75|, |-0.5|, |+0.5|
-    assert (sim["cells"], sim["apps"]) == (3, 2)
-    assert sim["median_abs_error"] == pytest.approx(0.5) and sim["worst_abs_error"] == pytest.approx(0.75)
-    assert sim["median_spearman"] == pytest.approx(0.0) and sim["top1_rate"] == pytest.approx(0.5)
-    assert sim["mean_regret"] == pytest.approx(0.5)
+    # errors of the non-base cells only: |-0.75|, |-0.5|, |+0.5| and d's four exact ones
+    assert (sim["cells"], sim["apps"]) == (7, 3)
+    assert sim["median_abs_error"] == pytest.approx(0.0) and sim["worst_abs_error"] == pytest.approx(0.75)
+    assert sim["median_spearman"] == pytest.approx(1.0) and sim["top1_rate"] == pytest.approx(0.5)
+    assert sim["mean_regret"] == pytest.approx(0.125)
     other = summary.loc["other"]
     assert other["model_version"] == "" and other["cells"] == 1 and pd.isna(other["top1_rate"])
 
@@ -124,7 +132,7 @@ def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     assert cells[("similarity", "base")]["measured_s"] == 0.25 and cells[("similarity", "base")]["base"]
     summary = {s["model_name"]: s for s in doc["summary"]}
     assert summary["similarity"]["cells"] == 2 and summary["similarity"]["top1_rate"] == 1.0
-    assert summary["gbt"]["top1_rate"] == 0.0 and summary["gbt"]["mean_regret"] > 0.5
+    assert summary["gbt"]["top1_rate"] is None     # one target besides the base: nothing to rank
     res = cli("accuracy", "sleepy", "--model", "gbt", "--json")
     assert {s["model_name"] for s in json.loads(res.out)["summary"]} == {"gbt"}
     res = cli("accuracy", "sleepy")
@@ -132,3 +140,37 @@ def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     assert "nan" not in res.out   # no trace stored: no traced_gap, shown as nothing
     assert_one_line_error(cli("accuracy", "nope"), "unknown app 'nope'")
     assert_one_line_error(cli("accuracy", "--model", "corredor"), "no stored predictions for model 'corredor'")
+
+
+@both_backends
+def test_only_later_runs_of_the_same_input_check_a_prediction(cli, db_url):
+    """A run made before the prediction (it may have been its input) or on another input checks
+    nothing, unless --all-runs takes the earlier ones."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        ids = {n: ensure_node(conn, n, collect([0])) for n in ("base", "other")}
+        app_id = ensure_app(conn, "sleepy")
+        trace_id = store.save(conn, Trace(name="sleepy", node="base", host="h", command=["sleepy"], exit_status=0,
+                                          status="ok", wall_s=1.0, interval_s=0.1, started_at=utcnow().isoformat(),
+                                          sources=[], phases=[], meta={"input": "small"}))[0]
+        add_run(conn, "sleepy", "other", 1, 7.0)                          # before the prediction
+        made = utcnow() + timedelta(seconds=1)
+        insert_rows(conn, "predictions", [{
+            "uid": new_uid(), "trace_id": trace_id, "app_id": app_id, "node_id": ids[n], "base_node_id": ids["base"],
+            "model_name": "similarity", "model_version": "3", "threads": 1, "predicted_s": t, "node_rank": None,
+            "created_at": made} for n, t in (("base", 1.0), ("other", 2.0))])
+    reg.close()
+    assert_one_line_error(cli("accuracy"), "no measured runs match")
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE runs SET created_at = :t"), {"t": made + timedelta(seconds=1)})
+        add_run(conn, "sleepy", "other", 1, 9.0, input_label="large")     # another input, later
+        conn.execute(sa.text("UPDATE runs SET created_at = :t WHERE input = 'large'"),
+                     {"t": made + timedelta(seconds=2)})
+        add_run(conn, "sleepy", "other", 1, 3.0, input_label="small")
+        conn.execute(sa.text("UPDATE runs SET created_at = :t WHERE time_s = 3.0"), {"t": made - timedelta(hours=1)})
+    reg.close()
+    cells = {c["node"]: c for c in json.loads(cli("accuracy", "--json").out)["cells"]}
+    assert (cells["other"]["runs"], cells["other"]["measured_s"]) == (1, 7.0)        # unknown input: compared
+    cells = {c["node"]: c for c in json.loads(cli("accuracy", "--json", "--all-runs").out)["cells"]}
+    assert (cells["other"]["runs"], cells["other"]["measured_s"]) == (2, 5.0)        # + the earlier 'small' one

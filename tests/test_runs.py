@@ -60,6 +60,39 @@ def test_csv_import_keeps_repetitions_and_creates_apps_and_nodes(registry, tmp_p
         assert len({r["uid"] for r in list_runs(conn)}) == 4
 
 
+def test_csv_import_is_idempotent_and_keeps_the_input(registry, tmp_path):
+    text = "app,node,threads,time_s,input\nlu,n1,2,52,small\nlu,n1,2,52,small\nlu,n1,2,52,\n"
+    path = write(tmp_path, text)
+    with registry.begin() as conn:
+        assert import_runs_csv(conn, path).runs == 3       # identical rows in one file are repetitions
+    with registry.begin() as conn:
+        again = import_runs_csv(conn, path)
+    assert (again.runs, again.already) == (0, 3) and count(registry, "runs") == 3
+    grown = write(tmp_path, text + "lu,n1,2,52,small\ncg,n2,1,3,\n", "grown.csv")
+    with registry.begin() as conn:
+        assert import_runs_csv(conn, grown).runs == 2
+    assert count(registry, "runs") == 5
+    with registry.connect() as conn:
+        inputs = conn.execute(sa.text("SELECT input, count(*) FROM runs GROUP BY input ORDER BY input")).all()
+    assert [tuple(r) for r in inputs] == [("small", 3), (None, 2)]
+
+
+def test_a_workload_is_its_command_and_named_files(tmp_path):
+    from registry.workload import identity, same_input
+
+    data = write(tmp_path, "x" * 10, "in.dat")
+    argv = ["./app", "-n", "3", str(data)]
+    assert identity(argv) == identity(list(argv)) and identity(argv).startswith("cmd:")
+    assert identity(argv) != identity(["./app", "-n", "4", str(data)])
+    first = identity(argv)
+    data.write_text("x" * 20)                                # another input file behind the same name
+    assert identity(argv) != first
+    assert identity(argv, "large") == "large"
+    with pytest.raises(UserError, match="input"):
+        identity(argv, " ")
+    assert same_input(None, "a") and same_input("a", "a") and not same_input("a", "b")
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("app,node,threads\nlu,n1,1\n", "lacks the column(s) time_s"),
     ("app,node,threads,time_s\nlu,n1,1,10\nlu,n1,two,5\n", "line 3: threads must be a whole number"),
@@ -98,3 +131,18 @@ def test_load_runs_names_what_is_missing(registry):
             load_runs(conn, "lu", "n9")
         with pytest.raises(UserError, match="no runs of 'lu' on 'n2'"):
             load_runs(conn, "lu", "n2")
+
+
+def test_the_base_time_takes_only_runs_of_the_traced_input(cli, db_url):
+    import json
+
+    from registry_data import three_node_registry, three_phase_trace
+
+    trace = three_phase_trace()
+    trace.meta["input"] = "small"
+    three_node_registry(db_url, trace)
+    for time_s, label in (("19", "small"), ("23", None), ("400", "large"), ("500", "large")):
+        args = ["runs", "add", "app", "b", "--threads", "2", "--time", time_s]
+        assert cli(*args, *(["--input", label] if label else [])).code == 0
+    doc = json.loads(cli("match", "app", "--json", "--no-store").out)
+    assert doc["base_time_s"] == 21.0               # median of 21 (traced), 19 and 23: not the large input's

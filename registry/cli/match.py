@@ -34,6 +34,9 @@ def match(
     from_runs: bool = typer.Option(False, "--from-runs", help="APP measured on 1-3 node types of an imported suite: "
                                                               "projected onto every other node (docs/crossarch.md)."),
     runs_on: str = typer.Option(None, "--runs-on", help="--from-runs: only the runs on these nodes (comma-separated)."),
+    portable: bool = typer.Option(False, "--portable", help="The app runs on any architecture (interpreted, JIT, "
+                                                            "or rebuilt for each node): rank the nodes that cannot "
+                                                            "run the traced binary too."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
     if from_runs or runs_on:
@@ -46,6 +49,7 @@ def match(
         return
     from registry.match import caveats as caveats_mod
     from registry.match.capacity import apply_capacity, node_memory
+    from registry.match.portability import apply_portability, node_offers
     from registry.match.cost import apply_objective, check_objective
     from registry.match.project import load_inputs, model_identity, project
     from registry.match.references import config_in_words
@@ -73,12 +77,15 @@ def match(
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already
         prices, memory = current_prices(conn), node_memory(conn)
+        offers = None if portable else node_offers(conn)
     st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
     scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
     result = project_scaled(inputs, model, options) if scaling else project(inputs, model=model, options=options)
     caveats_mod.apply(result, caveats, inputs.base)
     trace = inputs.found.trace
     apply_capacity(result, capacity(trace.samples, trace.interval_s)["peak_rss_bytes"], memory)
+    if offers is not None:
+        apply_portability(result, trace.meta.get("binary"), offers)
     if digest is not None:
         st.registry().write(lambda conn: store_predictions(conn, inputs, result, digest))
     apply_objective(result, prices, objective, deadline, budget)
@@ -96,6 +103,8 @@ def match(
                             f"model {result.model}{suite_note}, coverage {result.coverage:.0%}, by {result.objective}")
     for x in result.excluded:
         err_console.print(f"left out: {x['node']}: {x['reason']}")
+    if inputs.calibration is not None:
+        console.print(inputs.calibration.describe())
     for phase in result.phases:
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else "")

@@ -65,7 +65,9 @@ app.add_typer(runs_app, name="runs")
 def runs_add(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP", help="Application name."),
              node: str = typer.Argument(..., help="Node name (created if new)."),
              threads: int = typer.Option(..., "--threads", help="Threads (or processes) the run used."),
-             time_s: float = typer.Option(..., "--time", help="Measured run time in seconds.")) -> None:
+             time_s: float = typer.Option(..., "--time", help="Measured run time in seconds."),
+             input_label: str = typer.Option(None, "--input", help="The input it ran on (a label); runs of "
+                                                                   "different inputs are never compared.")) -> None:
     """Record one measured run of APP on NODE."""
     from registry.runs import add_run
 
@@ -76,7 +78,7 @@ def runs_add(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="AP
     with reg.begin() as conn:
         new = [f"{noun} {name!r}" for noun, name, find in (("app", app_name, find_app_id), ("node", node, find_node_id))
                if find(conn, name) is None]
-        uid = add_run(conn, app_name, node, threads, time_s, source="cli")
+        uid = add_run(conn, app_name, node, threads, time_s, source="cli", input_label=input_label)
     console.print(f"run {uid}: {app_name} on {node}, {threads} threads, {time_s:g} s")
     if new:  # a typo should not pass unnoticed (see docs/first-hour.md)
         err_console.print(f"note: created {' and '.join(new)} (new names; `nodereg runs rm {uid} --yes` undoes this run)")
@@ -112,6 +114,8 @@ def import_runs(ctx: typer.Context,
         extra.append(f"new apps: {', '.join(summary.apps_created)}")
     if summary.nodes_created:
         extra.append(f"new nodes: {', '.join(summary.nodes_created)}")
+    if summary.already:
+        extra.append(f"{summary.already} imported before, skipped")
     console.print(f"imported {summary.runs} runs from {path}" + (f" ({'; '.join(extra)})" if extra else ""))
 
 

@@ -41,6 +41,8 @@ def run(
                                   help="Kill the command's tree when one repetition runs longer than this (s)."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored batch as JSON (the command's own "
                                                        "output then goes to stderr)."),
+    input_label: str = typer.Option(None, "--input", help="The input it runs on, as a label (default: a digest "
+                                                          "of the command line and the files it names)."),
 ) -> None:
     """Run CMD on NODE's CPUs with NODE's thread count, REPEAT times; store every repetition.
 
@@ -55,6 +57,8 @@ def run(
         raise UserError("no command given: nodereg run NODE [OPTIONS] -- CMD [ARG...]")
     app_name = check_name(Path(argv[0]).name if name is None else name, "app")
     check_command(argv)
+    if input_label is not None:
+        check_name(input_label, "input")     # before the command runs
     with state(ctx).registry().connect() as conn:
         location = node_location(conn, node)
     if not location["host"]:
@@ -87,7 +91,7 @@ def run(
                         "timing; nothing was stored", exit_code=failed.exit_status)
     try:
         batch = state(ctx).registry().write(
-            lambda conn: add_timed_runs(conn, app_name, node, threads, timing.times_s, argv))
+            lambda conn: add_timed_runs(conn, app_name, node, threads, timing.times_s, argv, input_label))
     except KeyboardInterrupt:
         raise UserError("interrupted while storing the runs: nothing was stored", exit_code=130) from None
     median = statistics.median(timing.times_s)

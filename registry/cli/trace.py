@@ -78,6 +78,8 @@ def trace(
                                              "the traced run, at least 120); the trace is kept without streams."),
     out: Path = typer.Option(None, "--out", help="Also write the portable trace file (JSON) here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace as JSON."),
+    input_label: str = typer.Option(None, "--input", help="The input it runs on, as a label (default: a digest "
+                                                          "of the command line and the files it names)."),
 ) -> None:
     """Run CMD once, sample its whole process tree, find its phases and store them with their signatures.
 
@@ -88,10 +90,12 @@ def trace(
     from registry.measure.runner import Interrupted, check_command
     from registry.io.tracefile import write_trace
     from registry.trace.tracer import trace_command
+    from registry.workload import identity
 
     argv = list(command or [])
     check_command(argv)
     check_name(Path(argv[0]).name if name is None else name, "app")   # before anything runs or is stored
+    workload = identity(argv, input_label)
     probe = shlex.split(probe_cmd) if probe_cmd else None
     if probe_cmd is not None and not probe:
         raise UserError("--probe-cmd is empty")
@@ -131,6 +135,7 @@ def trace(
             argv, name=name or Path(argv[0]).name, node=node_row["name"], interval_s=interval,
             timeout_s=timeout, cpus=cpus, inventory=inventory, cachegrind=cachegrind, probe_cmd=probe,
             omp=omp, streams=streams, probe_timeout_s=probe_timeout, status=status)
+        result.meta["input"] = workload
     except (Interrupted, KeyboardInterrupt):  # (typer would turn a KeyboardInterrupt into a silent exit 130)
         raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",
                         exit_code=130) from None

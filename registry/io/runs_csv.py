@@ -1,4 +1,5 @@
-"""Reading measured runs from a CSV file with the columns ``app,node,threads,time_s``.
+"""Reading measured runs from a CSV file with the columns ``app,node,threads,time_s`` (and, optional,
+``input``: the workload's input label, registry/workload.py).
 
 All or nothing: every row is checked before the caller writes anything, and the first bad row is
 named with its line. The same checks serve `nodereg runs add` (check_run).
@@ -16,6 +17,7 @@ from registry.errors import UserError
 from registry.io.csvrows import read_records
 
 CSV_COLUMNS = ("app", "node", "threads", "time_s")
+CSV_OPTIONAL = ("input",)
 MAX_THREADS = 2**31 - 1                    # runs.threads is an INTEGER column
 _WHOLE = re.compile(r"\+?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -27,6 +29,7 @@ class RunRow:
     node: str
     threads: int
     time_s: float
+    input: str | None = None
 
 
 def check_run(threads, time_s) -> tuple[int, float]:
@@ -50,7 +53,7 @@ def check_run(threads, time_s) -> tuple[int, float]:
 
 def read_runs_csv(path: Path) -> list[RunRow]:
     """Every row of a runs CSV, checked; the first problem is one UserError naming the line."""
-    return read_records(path, CSV_COLUMNS, _run_row, what="runs")
+    return read_records(path, CSV_COLUMNS, _run_row, what="runs", optional=CSV_OPTIONAL)
 
 
 def _run_row(record: dict[str, str]) -> RunRow:
@@ -58,4 +61,5 @@ def _run_row(record: dict[str, str]) -> RunRow:
     check_name(app, "app")
     check_name(node, "node")
     n, t = check_run(record["threads"], record["time_s"])
-    return RunRow(app, node, n, t)
+    label = record.get("input") or None
+    return RunRow(app, node, n, t, check_name(label, "input") if label else None)

@@ -123,15 +123,37 @@ def read_trace(path: Path | str) -> Trace:
     for column, values in samples.items():
         if not isinstance(values, list) or not all(v is None or _is_finite(v) for v in values):
             raise UserError(f"{where}: samples column {column!r} is not a list of numbers (or nulls)")
+    phases = [_phase(ph, i, where) for i, ph in enumerate(doc["phases"])]
+    _check_weights(phases, where)
+    meta = _optional(doc, "meta", dict, where, {})
+    if not isinstance(meta.get("input"), (str, type(None))):
+        raise UserError(f"{where}: field 'meta.input' must be a text (the workload's input)")
     return Trace(
         name=doc["name"], node=doc["node"], host=str(doc.get("host") or ""),
         command=[str(a) for a in doc["command"]], exit_status=doc["exit_status"], status=doc["status"],
         wall_s=_number(doc, "wall_s", where), interval_s=_number(doc, "interval_s", where, default=0.0),
         started_at=str(doc.get("started_at") or ""),
         sources=[str(s) for s in _optional(doc, "sources", list, where, [])],
-        phases=[_phase(ph, i, where) for i, ph in enumerate(doc["phases"])],
+        phases=phases,
         samples=samples, threads=_optional(doc, "threads", int, where, None) or None,
-        cachegrind=_optional(doc, "cachegrind", dict, where, None), meta=_optional(doc, "meta", dict, where, {}))
+        cachegrind=_optional(doc, "cachegrind", dict, where, None), meta=meta)
+
+
+WEIGHT_SLACK = 0.005    # rounding in the weights of phases that tile the run
+
+
+def _check_weights(phases: list[Phase], where: str) -> None:
+    """Phases of one method are disjoint parts of the run: their weights sum to 1 at most. A file
+    whose weights sum past it (nested markers written by nodereg before 0.3, or a bad importer)
+    would count time twice in every prediction."""
+    totals: dict[str, float] = {}
+    for p in phases:
+        totals[p.method] = totals.get(p.method, 0.0) + p.weight
+    for method, total in totals.items():
+        if total > 1 + WEIGHT_SLACK:
+            raise UserError(f"{where}: the weights of its {method!r} phases sum to {total:.3g}, past the whole run "
+                            "(1): phases of one method must not overlap (re-trace nested markers with this nodereg, "
+                            "which records their disjoint leaves)")
 
 
 def _phase(ph, i: int, where: str) -> Phase:

@@ -26,16 +26,13 @@ def apply_capacity(result: MatchResult, footprint_bytes: int | None, memory: dic
     """Move the nodes of `result` that cannot hold `footprint_bytes` into `result.excluded`; re-rank."""
     if not footprint_bytes:
         return
-    kept = []
-    for n in result.nodes:
+
+    def too_small(n) -> dict | None:
         have = memory.get(n.node)
-        if have is not None and have < footprint_bytes:
-            result.excluded.append({"node": n.node, "fits": False, "predicted_s": None, "cost": None,
-                                    "reason": f"cannot hold the app: it needs {footprint_bytes / GIB:.3g} GiB "
-                                              f"(peak resident memory), the node has {have / GIB:.3g} GiB"})
-        else:
-            kept.append(n)
-    for i, n in enumerate(kept, 1):
-        n.rank = i
-    result.nodes = kept
+        if have is None or have >= footprint_bytes:
+            return None
+        return {"fits": False, "reason": f"cannot hold the app: it needs {footprint_bytes / GIB:.3g} GiB "
+                                         f"(peak resident memory), the node has {have / GIB:.3g} GiB"}
+
+    result.leave_out(too_small)
     result.footprint_bytes = footprint_bytes

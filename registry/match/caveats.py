@@ -25,7 +25,7 @@ SELECT n.name, p.mode, p.host_load_json, count(r.run_id) AS configs,
 FROM profiles p
 JOIN nodes n ON n.node_id = p.node_id
 JOIN profile_runs r ON r.profile_id = p.profile_id
-WHERE p.profile_id = (SELECT max(p2.profile_id) FROM profiles p2 WHERE p2.node_id = p.node_id)
+JOIN v_latest_profile l ON l.profile_id = p.profile_id AND l.newest
 GROUP BY n.name, p.mode, p.host_load_json"""
 
 

@@ -17,27 +17,49 @@ import numpy as np
 import sqlalchemy as sa
 
 from registry.errors import UserError
+from registry.io.tracefile import WEIGHT_SLACK
 from registry.match import references as refs_mod
+from registry.match.calibration import load_calibration
+from registry.models import intervals
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
+from registry.trace import phases as trace_phases
 from registry.trace.lookup import FoundTrace
+from registry.workload import same_input
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
 METHOD_PREFERENCE = ("marker", "omp", "auto", "import", "whole")  # among sets covering as much of the run
+DECLARED = ("marker", "omp")  # what the application itself says its phases are
+DECLARED_MIN_COVER = 0.5      # ... used, gaps filled by change points, when it covers most of the run
 PROJECTION = "similarity"    # the default projection, and the one a scaling model is combined with
 
 
-def choose_phases(phases: list) -> list:
+def choose_phases(phases: list, wall_s: float, usable=None) -> list:
     """One consistent set of phases: a trace holds several (change points, markers, OpenMP regions)
-    that overlap. The set covering the most of the run wins; near-ties (within 2% of the run) go
-    to the application's own markers, then OpenMP regions, then change points."""
+    that overlap. Nested markers are first reduced to disjoint leaves (registry.trace.phases.leaves),
+    so no time counts twice. What the author declared (markers, then OpenMP regions) is used when it
+    covers at least DECLARED_MIN_COVER of the run, its gaps filled with the change-point segments'
+    parts that lie there; otherwise the set covering the most of the run wins, near-ties (within 2%
+    of the run) going to markers, then OpenMP regions, then change points. `usable`: a test a phase
+    must pass to be considered (a stream model's inputs). A kind whose weights sum past the whole
+    run (OpenMP regions of several processes at once) is not a candidate."""
     by_method: dict[str, list] = {}
-    for p in phases:
-        if p.weight and p.weight > 0:
+    for p in trace_phases.disjoint_markers(phases, wall_s):
+        if p.weight and p.weight > 0 and (usable is None or usable(p)):
             by_method.setdefault(p.method, []).append(p)
     if not by_method:
         return []
-    cover = {m: min(1.0, sum(p.weight for p in ps)) for m, ps in by_method.items()}
+    cover = {m: sum(p.weight for p in ps) for m, ps in by_method.items()}
+    past = {m: total for m, total in cover.items() if total > 1 + WEIGHT_SLACK}
+    if past and len(past) == len(cover):
+        m, total = next(iter(past.items()))
+        raise UserError(f"the {m!r} phases of the trace cover {total:.0%} of the run: phases of one kind must "
+                        "not overlap (re-trace the app, or fix the trace file's weights)")
+    cover = {m: total for m, total in cover.items() if m not in past}   # overlapping sets count time twice
+    declared = next((m for m in DECLARED if cover.get(m, 0.0) >= DECLARED_MIN_COVER), None)
+    if declared is not None:
+        return sorted(by_method[declared] + trace_phases.fill_gaps(by_method[declared], by_method.get("auto", []),
+                                                                   wall_s), key=lambda p: p.start_s)
     best = max(cover.values())
     rank = {m: (METHOD_PREFERENCE.index(m) if m in METHOD_PREFERENCE else len(METHOD_PREFERENCE)) for m in cover}
     method = min((m for m in cover if cover[m] >= best - 0.02), key=lambda m: rank[m])
@@ -98,6 +120,21 @@ class MatchResult:
     objective: str = "time"          # what `rank` orders by: time | cost
     footprint_bytes: int | None = None   # the app's peak memory, where nodes were checked against it
     excluded: list[dict] = field(default_factory=list)   # nodes left out by deadline, budget or price, and why
+    calibration: dict | None = None  # how the intervals were calibrated (registry.models.intervals.Calibration)
+
+    def leave_out(self, why) -> None:
+        """Move the nodes for which `why(node_result)` gives an entry ({"reason": ..., ...}) into
+        `excluded`, and rank the rest again: a node that cannot run or hold the app gets no time."""
+        kept = []
+        for n in self.nodes:
+            entry = why(n)
+            if entry:
+                self.excluded.append({"node": n.node, "predicted_s": None, "cost": None, **entry})
+            else:
+                kept.append(n)
+        for i, n in enumerate(kept, 1):
+            n.rank = i
+        self.nodes = kept
 
     def to_dict(self, explain: bool = True) -> dict:
         out = {"app": self.app, "base": self.base, "model": self.model, "model_version": self.model_version,
@@ -108,7 +145,7 @@ class MatchResult:
                                 "cost": n.cost, "cost_low": n.cost_low, "cost_high": n.cost_high,
                                 "currency": n.currency}
                                for n in self.nodes],
-               "excluded": self.excluded}
+               "excluded": self.excluded, "calibration": self.calibration}
         out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "serial_share": p.serial_share,
                           "projected_by": p.projected_by or self.model, "matches": p.matches,
                           **({"per_node": {n: {"predicted_s": pr.predicted_s, "low_s": pr.low_s,
@@ -147,19 +184,60 @@ def _similarity(distance: float) -> float:
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
 
 
-def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: dict):
-    """Thread counts, reference set and the model fitted on it, for a thread mode: the phases of one
-    trace that share a mode share all three (through `cache`), since fitting depends on nothing else."""
-    if (mode, k) not in cache:
-        threads = refs_mod.threads_on(profiles, mode, k)
+def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: dict, side: str = "below"):
+    """Thread counts, reference set and the model fitted on it, for a thread mode and the side of the
+    wanted count the measured one is taken from (registry.match.references.threads_on): the phases of
+    one trace that share both share all three (through `cache`), since fitting depends on nothing else."""
+    if (mode, k, side) not in cache:
+        threads = refs_mod.threads_on(profiles, mode, k, side)
         by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
         refset, base_threads = refs_mod.reference_set(profiles, threads)
         model = create(model_name, kind="projection", options=options)
         if NEEDS_SIGNATURES not in model.needs:
             raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
                             "does (e.g. similarity, gbt)")
-        cache[(mode, k)] = (by_name, base_threads, model.fit(refset))
-    return cache[(mode, k)]
+        cache[(mode, k, side)] = (by_name, base_threads, model.fit(refset))
+    return cache[(mode, k, side)]
+
+
+def _project_part(query: Query, profiles, model_name: str, options: dict, nodes: list[str], cache: dict,
+                  mode: str, k: int):
+    """One part of a phase on every node, at the thread count it would use there: a count between two
+    measured ones is interpolated between their projections (geometrically, in log threads), one
+    beyond the largest measured is projected there, with a wider interval and a warning.
+    Returns (predictions, threads per node, base threads of the references, the model, warnings)."""
+    lo, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
+    part = {p.node: p for p in model.predict(query, nodes)}
+    want = dict(zip(profiles.node_names.tolist(), refs_mod.wanted_threads(profiles, mode, k).tolist()))
+    hi = dict(zip(profiles.node_names.tolist(), refs_mod.threads_on(profiles, mode, k, "above").tolist()))
+    between = [n for n in nodes if 0 < lo[n] < want[n] < hi[n]]
+    if between:
+        upper_model = _fitted(profiles, model_name, options, mode, k, cache, "above")[2]
+        upper = {p.node: p for p in upper_model.predict(query, between)}
+        for n in between:
+            w = math.log(want[n] / lo[n]) / math.log(hi[n] / lo[n])
+            part[n] = _blend(part[n], upper[n], w)
+    beyond = [n for n in nodes if 0 < hi[n] < want[n]]
+    for n in beyond:
+        p = part[n]
+        part[n] = NodePrediction(n, p.predicted_s, p.low_s * hi[n] / want[n], p.high_s, p.explanation, p.warnings)
+    warnings = []
+    if beyond:
+        shown = ", ".join(f"{n} ({int(want[n])} threads, measured up to {hi[n]})" for n in beyond[:3])
+        more = f" and {len(beyond) - 3} more" if len(beyond) > 3 else ""
+        warnings.append(f"phase {query.name}: more threads than the profiles measured on {shown}{more}: projected "
+                        "at the largest count measured, an extrapolation (interval widened by the ratio)")
+    said = set(between) | set(beyond)      # the count it would run at, interpolated or extrapolated to
+    threads = {n: int(want[n]) if n in said else lo[n] for n in lo}
+    return part, threads, base_threads, model, warnings
+
+
+def _blend(a: NodePrediction, b: NodePrediction, w: float) -> NodePrediction:
+    """Predictions at two measured thread counts, interpolated at weight w of the way to `b` (geometric)."""
+    def mix(x: float, y: float) -> float:
+        return x ** (1 - w) * y ** w if x > 0 and y > 0 else x
+    return NodePrediction(a.node, mix(a.predicted_s, b.predicted_s), mix(a.low_s, b.low_s), mix(a.high_s, b.high_s),
+                          a.explanation, a.warnings)
 
 
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, options: dict, nodes: list[str],
@@ -176,15 +254,19 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
     preds: dict[str, NodePrediction] = {}
     matches, warnings, threads = [], [], {}
     for mode, k, share in parts:
-        part_threads, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache)
-        threads = threads or part_threads          # the first part's: the parallel one where there is one
         query = Query(phase.name, features, time_s * share)
-        part = {p.node: p for p in model.predict(query, nodes)}
+        part, part_threads, base_threads, model, limits = _project_part(query, profiles, model_name, options, nodes,
+                                                                        cache, mode, k)
+        threads = threads or part_threads          # the first part's: the parallel one where there is one
         warnings = warnings or _tie_warnings(phase.name, part)    # one per phase: the first part's
+        warnings += [w for w in limits if w not in warnings]
         preds = {n: _plus(preds.get(n), p) for n, p in part.items()}
         if hasattr(model, "nearest"):
             matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
                          "share": round(share, 4)} for key, d in model.nearest(query, 5)]
+    if util is None and not (fixed_threads or trace.threads):
+        warnings.append(f"phase {phase.name}: its CPU use is unknown (no /proc samples in it): taken as running "
+                        "on all of each node's CPUs, which overstates the gain of a partly serial phase")
     serial = next((share for mode, k, share in parts if (mode, k) == ("fixed", 1)), 0.0)
     return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, warnings, serial_share=serial)
 
@@ -247,15 +329,17 @@ class Inputs:
     targets: list[str]
     profiles: refs_mod.Profiles
     phases: list
-    runs: list[tuple]            # the app's measured runs on the base node: (uid, threads, time_s), oldest first
+    runs: list[tuple]            # the app's measured runs of the traced input on the base node: (uid, threads, time_s)
     base_time_s: float
     stream_refs: object = None   # registry.match.streams.StreamRefs, for a model that needs streams
     suite: str = "nodereg"       # the suite of configs the references are drawn from
     exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
+    calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
 
 
 _BASE_RUNS = """
-SELECT r.uid, r.threads, r.time_s FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+SELECT r.uid, r.threads, r.time_s, r.input FROM runs r JOIN apps a ON a.app_id = r.app_id
+JOIN nodes n ON n.node_id = r.node_id
 WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 
@@ -280,20 +364,22 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
     if streamed:
         from registry.match import streams as stream_match
 
-        phases = choose_phases(stream_match.streamed_phases(trace.phases))
+        phases = choose_phases(trace.phases, float(trace.wall_s), usable=stream_match.is_streamed)
         if not phases:
             raise stream_match.no_streams_error(trace.name)
     else:
-        phases = choose_phases(trace.phases)
+        phases = choose_phases(trace.phases, float(trace.wall_s))
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
-    runs = [tuple(r) for r in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})]
+    runs = [(uid, n, t) for uid, n, t, workload in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})
+            if same_input(workload, trace.meta.get("input"))]      # runs on another input measure another thing
     wall = base_time(runs, float(trace.wall_s), traced_threads(trace, profiles.n_cpus[base]))
     if not wall > 0:
         raise UserError(f"the trace of {trace.name!r} lasted {trace.wall_s:g} s and the runs on {base!r} do not "
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
-                  stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude))
+                  stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude),
+                  load_calibration(conn, *model_identity(model)))
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -323,10 +409,42 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                                   cache, fixed_threads) for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
+    threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
+    warnings += _scaling_beyond_trace(nodes_out, threads)
+    _widen(nodes_out, [float(trace.wall_s), *(t for _, n, t in inputs.runs if n is None or n == threads)],
+           inputs.calibration)
     warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
                                   [w for r in results for p in r.predictions.values() for w in p.warnings]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
-                       nodes_out, results, warnings)
+                       nodes_out, results, warnings,
+                       calibration=inputs.calibration.to_dict() if inputs.calibration else None)
+
+
+def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibration | None) -> None:
+    """Every node's interval with the base time's noise added (registry.models.intervals: one rule),
+    never narrower than the floor, then scaled by the model's calibration."""
+    noise = intervals.base_noise(base_samples)
+    for n in nodes:
+        low, high = intervals.combine(n.predicted_s, n.low_s, n.high_s, noise)
+        if calibration is not None:
+            low, high = intervals.scaled(n.predicted_s, low, high, calibration.scale)
+        n.low_s, n.high_s = low, high
+
+
+SCALING_SEEN = 2    # beyond this many times the traced thread count, the app's own scaling is a guess
+
+
+def _scaling_beyond_trace(nodes: list[NodeResult], traced: int) -> list[str]:
+    """A warning where the app would run many more threads than it was traced with: the projection
+    then takes the node's measured kernels to stand for how the app's parallel share scales, which
+    nothing measured of the app says (its runs at several thread counts and a scaling model do)."""
+    far = [n for n in nodes if n.threads and n.threads > SCALING_SEEN * traced]
+    if not far:
+        return []
+    shown = ", ".join(f"{n.node} ({n.threads})" for n in far[:3]) + (f" and {len(far) - 3} more" if len(far) > 3 else "")
+    return [f"the app was traced with {traced} thread(s); on {shown} it would run more than {SCALING_SEEN}x as many: "
+            "the prediction assumes its parallel share keeps scaling there (measure runs at several thread counts "
+            "and use --model amdahl or usl to check it)"]
 
 
 def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: float):

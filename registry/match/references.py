@@ -35,8 +35,8 @@ from registry.models.base import Matrix, ReferenceSet
 # configs were measured, which decides the base node's first run of a key.
 _RUNS = """
 WITH latest AS (
-    SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts
-    FROM (SELECT p.node_id, max(p.profile_id) AS profile_id FROM profiles p {in_suite} GROUP BY p.node_id, p.host) per_host),
+    SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts FROM v_latest_profile
+    WHERE suite = :suite),
 runs AS (
     SELECT r.run_id, l.node_id, l.hosts, c.threads,
            CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
@@ -55,15 +55,11 @@ UNION ALL
 SELECT min(run_id), node_id, threads, combo, percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput)
 FROM runs WHERE hosts > 1 AND throughput > 0
 GROUP BY node_id, threads, combo"""
-# Suites (schema/migrations/0014_imported_suites.sql): configs are compared within one suite only. A
-# registry with our kernels alone reads every run as before (no suite filter: the 10,000-node
-# benchmark's query is unchanged); otherwise each node's latest profile *in the suite* and that
-# suite's configs. An imported config's throughput is 1 / median_s (a time-like cost of the whole
+# Suites (schema/migrations/0014_imported_suites.sql): configs are compared within one suite only:
+# each node's latest profile *in the suite* (v_latest_profile, profiles.suite) and, where the
+# registry holds several suites, that suite's configs. An imported config's throughput is 1 / median_s (a time-like cost of the whole
 # node: contract), its threads 0 for "all of the node's CPUs".
 _SUITE_OF = "COALESCE(u.suite, 'nodereg')"
-_IN_SUITE = f"""WHERE p.profile_id IN (SELECT r.profile_id FROM profile_runs r
-    JOIN ub_configs c ON c.config_id = r.config_id JOIN microbenchmarks u ON u.ub_id = c.ub_id
-    WHERE {_SUITE_OF} = :suite GROUP BY r.profile_id)"""
 _SUITE_CONFIGS = f"JOIN microbenchmarks u ON u.ub_id = c.ub_id AND {_SUITE_OF} = :suite"
 _SUITES = "SELECT DISTINCT COALESCE(suite, 'nodereg') AS suite FROM microbenchmarks"
 _CONFIGS = """
@@ -79,7 +75,8 @@ LEFT JOIN (SELECT node_id, min(host) AS host, count(DISTINCT host) AS hosts FROM
 _FEATURES = """
 SELECT r.config_id, s.source, s.metric, s.value FROM signatures s
 JOIN profile_runs r ON s.owner_kind = 'profile_run' AND s.owner_id = r.run_id
-WHERE r.profile_id = (SELECT max(p.profile_id) FROM profiles p {in_suite_and} p.node_id = :node)
+WHERE r.profile_id = (SELECT profile_id FROM v_latest_profile WHERE node_id = :node AND suite = :suite
+                      AND newest_in_suite)
   AND s.source <> 'streams'"""
 
 
@@ -245,12 +242,10 @@ def choose_suite(conn: sa.Connection, base: str, nodes: list[str] | None = None)
     return max(fits, key=lambda s: (len(by_suite[s]), s == "nodereg"))
 
 
-def _runs_sql(filtered: bool) -> tuple[str, str]:
-    """The runs and features queries, restricted to `suite` where the registry holds several."""
-    if not filtered:
-        return _RUNS.format(in_suite="", suite_configs=""), _FEATURES.format(in_suite_and="WHERE")
-    return (_RUNS.format(in_suite=_IN_SUITE, suite_configs=_SUITE_CONFIGS),
-            _FEATURES.format(in_suite_and=_IN_SUITE + " AND"))
+def _runs_sql(filtered: bool) -> str:
+    """The runs query, its configs restricted to the suite where the registry holds several (each
+    node's profile is always its latest in the suite: v_latest_profile)."""
+    return _RUNS.format(suite_configs=_SUITE_CONFIGS if filtered else "")
 
 
 def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None, suite: str = "nodereg",
@@ -270,9 +265,8 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     if suite not in held and held:
         raise UserError(f"no configs of suite {suite!r} in this registry (it holds: {', '.join(held)})")
     filtered = held != ["nodereg"]
-    runs_sql, features_sql = _runs_sql(filtered)
-    by_suite = {"suite": suite} if filtered else {}
-    runs = read_arrays(conn, runs_sql, by_suite or None)
+    by_suite = {"suite": suite}
+    runs = read_arrays(conn, _runs_sql(filtered), by_suite)
     first = runs.pop("first_run").astype(np.int64, copy=False)
     if len(first) > 1 and (first[1:] < first[:-1]).any():  # in measurement order (free when it already is)
         order = np.argsort(first, kind="stable")
@@ -311,7 +305,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     threads = np.where(threads == 0, cpus_of[node], threads)   # an imported 'all' config: the node's CPUs
     throughput = _pool_one_thread(_hardware(node_table)[node], key, placement, threads, throughput)
     base_id = int(node_table["node_id"][base_code])
-    features = _base_features(read_arrays(conn, features_sql, {"node": base_id, **by_suite}))
+    features = _base_features(read_arrays(conn, _FEATURES, {"node": base_id, **by_suite}))
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
     return Profiles(base, names.astype(object), key_names, node.astype(np.int64, copy=False),
                     key, threads, placement_names.astype(object), placement,
@@ -352,18 +346,29 @@ def _pool_one_thread(hardware: np.ndarray, key: np.ndarray, placement: np.ndarra
     return pooled
 
 
-def threads_on(profiles: Profiles, mode: str, k: int) -> np.ndarray:
-    """The thread count each node's configs are taken at (by node code): all its CPUs ('all') or
-    min(k, CPUs) ('fixed'), snapped to the largest count measured there that does not exceed it
-    (or the smallest measured, if none does; 0 for a node without runs)."""
+def wanted_threads(profiles: Profiles, mode: str, k: int) -> np.ndarray:
+    """The thread count a part of a phase would run at on each node (by node code): all its CPUs
+    ('all') or min(k, CPUs) ('fixed')."""
+    want = np.array([profiles.n_cpus.get(n, 1) for n in profiles.node_names.tolist()], dtype=float)
+    return want if mode == "all" else np.minimum(want, k)
+
+
+def threads_on(profiles: Profiles, mode: str, k: int, side: str = "below") -> np.ndarray:
+    """The measured thread count each node's configs are taken at (by node code) for the wanted
+    count (`wanted_threads`): the largest measured there that does not exceed it ('below'), or the
+    smallest that is not below it ('above'); where there is none on that side, the nearest measured
+    on the other (0 for a node without runs). A count between two measured ones is interpolated
+    from both (registry.match.project)."""
     seen = profiles.measured_threads
     counts = np.arange(seen.shape[1])
-    want = np.array([profiles.n_cpus.get(n, 1) for n in profiles.node_names.tolist()], dtype=float)
-    if mode != "all":
-        want = np.minimum(want, k)
-    fitting = np.where(seen & (counts <= want[:, None]), counts, -1).max(axis=1)
+    want = wanted_threads(profiles, mode, k)
+    below = np.where(seen & (counts <= want[:, None]), counts, -1).max(axis=1)
+    above = np.where(seen & (counts >= want[:, None]), counts, seen.shape[1]).min(axis=1)
     smallest = np.where(seen, counts, seen.shape[1]).min(axis=1)
-    return np.where(fitting >= 0, fitting, np.where(smallest < seen.shape[1], smallest, 0)).astype(np.int64)
+    largest = np.where(seen, counts, -1).max(axis=1)
+    if side == "above":
+        return np.where(above < seen.shape[1], above, np.maximum(largest, 0)).astype(np.int64)
+    return np.where(below >= 0, below, np.where(smallest < seen.shape[1], smallest, 0)).astype(np.int64)
 
 
 def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet, dict[str, int]]:

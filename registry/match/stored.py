@@ -30,7 +30,7 @@ from registry.match.project import Inputs, MatchResult
 # every node's latest profile (the one registry.match.references projects with), by name
 _LATEST_PROFILES = """
 SELECT n.name, n.n_cpus, p.uid FROM profiles p
-JOIN (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id) l ON l.profile_id = p.profile_id
+JOIN v_latest_profile l ON l.profile_id = p.profile_id AND l.newest
 JOIN nodes n ON n.node_id = p.node_id"""
 
 
@@ -113,7 +113,9 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
     anchor = result.base if result.base in ranked else (ranked[0] if ranked else None)
 
     def explanation(node: str) -> str:
-        return orjson.dumps({"base": result.base, **({} if node == anchor else {"matches_in": anchor}), "phases": [
+        scale = (result.calibration or {}).get("scale", 1.0)    # so later calibration sees the model's own widths
+        return orjson.dumps({"base": result.base, "interval_scale": scale,
+                             **({} if node == anchor else {"matches_in": anchor}), "phases": [
             {"name": p.name, "mode": p.mode, **({"matches": p.matches} if node == anchor else {}),
              "predicted_s": p.predictions[node].predicted_s} for p in result.phases]}).decode()
 

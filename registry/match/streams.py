@@ -38,7 +38,7 @@ SELECT c.config_key, u.name AS ub, s.stream_index, s.size_elems, s.stride_bytes,
 FROM ub_streams s JOIN ub_configs c ON c.config_id = s.config_id JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
 _TPI = """
 SELECT n.name AS node, c.config_key, c.threads, r.tpi_us FROM profile_runs r
-JOIN (SELECT node_id, max(profile_id) AS profile_id FROM profiles GROUP BY node_id) l ON l.profile_id = r.profile_id
+JOIN v_latest_profile l ON l.profile_id = r.profile_id AND l.newest
 JOIN nodes n ON n.node_id = l.node_id JOIN ub_configs c ON c.config_id = r.config_id
 WHERE r.tpi_us > 0"""
 
@@ -118,9 +118,9 @@ class Unmatched:
 _FEATURES = {"tpi": "time per iteration", "size": "size", "stride": "stride"}
 
 
-def streamed_phases(phases: list) -> list:
-    """The trace's phases that carry streams and a time per iteration (the thesis's inputs)."""
-    return [p for p in phases if p.streams and p.iterations and p.time_s]
+def is_streamed(phase) -> bool:
+    """Whether a phase carries streams and a time per iteration (the thesis's inputs)."""
+    return bool(phase.streams and phase.iterations and phase.time_s)
 
 
 def no_streams_error(app: str) -> UserError:

@@ -301,8 +301,18 @@ class SimilarityModel(ProjectionModel):
         half = self.z_interval * np.where(np.isfinite(spread), spread, 0.0)
         low, high = np.asarray(t) * np.exp(-half), np.asarray(t) * np.exp(half)
         tied_refs, lo, hi, disagree = self._ties(dist[:rows], sim[:rows], order[:rows], chosen, yz)
-        low = np.where(disagree, np.minimum(low, query.base_time_s * np.exp(lo)), low).tolist()
-        high = np.where(disagree, np.maximum(high, query.base_time_s * np.exp(hi)), high).tolist()
+        low = np.where(disagree, np.minimum(low, query.base_time_s * np.exp(lo)), low)
+        high = np.where(disagree, np.maximum(high, query.base_time_s * np.exp(hi)), high)
+        blind = wsum <= 0       # no reference shares a feature with the phase: the node's full spread, not a point
+        if blind.any():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)      # a node without any reference: NaN stays
+                low = np.where(blind, query.base_time_s * np.exp(np.nanmin(ratios[:, cols], axis=0)), low)
+                high = np.where(blind, query.base_time_s * np.exp(np.nanmax(ratios[:, cols], axis=0)), high)
+        low, high = low.tolist(), high.tolist()
+        blind_warning = [f"phase {query.name}: its signature shares no usable feature with the references (a "
+                         "phase shorter than a sampling window, or a host without the same sources): the node's "
+                         "median ratio, with the full spread of its references as the interval"] if blind.any() else []
         used, log_ratio = chosen.sum(axis=0).tolist(), est.tolist()
         by_node = {n: i for i, n in enumerate(known)}
         out = []
@@ -315,7 +325,8 @@ class SimilarityModel(ProjectionModel):
             explanation = {"neighbours": nearest, "used": used[i], "log_ratio": log_ratio[i]}
             if disagree[i]:
                 explanation["disagree"] = {"references": tied_refs, "ratios": [math.exp(lo[i]), math.exp(hi[i])]}
-            out.append(NodePrediction(node, t[i], low[i], high[i], explanation=explanation))
+            out.append(NodePrediction(node, t[i], low[i], high[i], explanation=explanation,
+                                      warnings=blind_warning if blind[i] else []))
         return out
 
     def _ties(self, dist: np.ndarray, vote: np.ndarray, rows: np.ndarray, chosen: np.ndarray, y: np.ndarray):

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from registry.db.write import allocate_ids, get_or_create, insert_returning, insert_rows, new_uid
 from registry.inventory import Inventory
-from registry.nodes import ensure_node
+from registry.nodes import ensure_node, record_offer
 from registry.profile.catalog import Microbenchmark
 from registry.profile.runner import Measurement
 from registry.profile.sweep import Config
@@ -131,6 +131,7 @@ def store_profile(conn: sa.Connection, record: ProfileRecord) -> int:
     """Insert the whole profile through `conn` (the caller's transaction); returns profile_id."""
     inv, ms = record.inventory, record.measurements
     node_id = ensure_node(conn, record.node, inv, source="profile")
+    record_offer(conn, node_id, inv)
     ub_ids = _ensure_microbenchmarks(conn, (m.config.ub for m in ms))
     config_ids = _ensure_configs(conn, [m.config for m in ms], ub_ids)
     profile_id = insert_returning(conn, "profiles", {

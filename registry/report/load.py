@@ -84,7 +84,8 @@ def node_profile(conn: sa.Connection, name: str) -> NodeProfile:
     node = _records(conn, "SELECT name, cpu_model, n_cpus, cores, sockets, threads_per_core, memory_bytes, "
                           "max_mhz, cpu_list, host, compiler FROM nodes WHERE node_id = :id", {"id": node_id})[0]
     profile = _records(conn, "SELECT uid, mode, started_at, duration_s, tool_version, compiler, cflags "
-                             "FROM profiles WHERE node_id = :id ORDER BY profile_id DESC LIMIT 1", {"id": node_id})
+                             "FROM profiles WHERE profile_id = (SELECT profile_id FROM v_latest_profile "
+                             "WHERE node_id = :id AND newest)", {"id": node_id})
     rows = pd.DataFrame(_records(conn, _PROFILE_SQL, {"node": name}))
     if not profile or rows.empty:
         raise UserError(f"node {name!r} has no profile: run `nodereg profile {name}` first")

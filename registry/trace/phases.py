@@ -16,6 +16,7 @@ proportion to how far that sample's rates lie between the two sides (`_refine`),
 boundary lies within one sampling interval of the true one.
 """
 
+import heapq
 import math
 from collections import defaultdict
 
@@ -178,7 +179,8 @@ def _refine(k: int, mixing: np.ndarray, starts: np.ndarray, ends: np.ndarray, wi
 
 
 def marker_phases(markers: list[Marker], wall_s: float) -> list[Phase]:
-    """One phase per marker name; an unclosed begin ends with the run, a stray end is ignored."""
+    """One phase per marker name, over the disjoint leaves of the marked intervals (`leaves`); an
+    unclosed begin ends with the run, a stray end is ignored."""
     open_at: dict[str, list[float]] = defaultdict(list)
     occurrences: dict[str, list[list[float]]] = defaultdict(list)
     for m in sorted(markers, key=lambda m: m.t_s):
@@ -188,7 +190,103 @@ def marker_phases(markers: list[Marker], wall_s: float) -> list[Phase]:
             occurrences[m.name].append([open_at[m.name].pop(), m.t_s])
     for name, starts in open_at.items():
         occurrences[name].extend([s, wall_s] for s in starts)
-    return _grouped(occurrences, wall_s, "marker")
+    return _grouped(leaves(occurrences), wall_s, "marker")
+
+
+def leaves(occurrences: dict[str, list[list[float]]]) -> dict[str, list[list[float]]]:
+    """Marked intervals made disjoint: every instant goes to the innermost marker open at it (the
+    one begun last), so a phase `solve` holding a phase `kernel` keeps only the time outside the
+    kernel. Nested markers would otherwise count the inner time twice (a 10 s run with `solve`
+    0-9 s holding `kernel` 1-6 s is 9 s of phases, not 14). Overlapping, not nested, intervals
+    are cut the same way: the later one owns the overlap. A name left with no time is dropped."""
+    spans = sorted((a, b, name) for name, ivs in occurrences.items() for a, b in ivs if b > a)
+    cuts = sorted({t for a, b, _ in spans for t in (a, b)})
+    out: dict[str, list[list[float]]] = defaultdict(list)
+    open_spans: list[tuple] = []          # heap: latest begun first, then the shortest
+    nxt = 0
+    for lo, hi in zip(cuts, cuts[1:]):
+        while nxt < len(spans) and spans[nxt][0] <= lo:
+            a, b, name = spans[nxt]
+            heapq.heappush(open_spans, (-a, b, nxt, name))
+            nxt += 1
+        while open_spans and open_spans[0][1] <= lo:
+            heapq.heappop(open_spans)     # ended before this piece (the top covers it, since every end is a cut)
+        if not open_spans:
+            continue
+        owner = open_spans[0][3]
+        ivs = out[owner]
+        if ivs and ivs[-1][1] == lo:
+            ivs[-1][1] = hi               # one occurrence cut only by its neighbours' edges
+        else:
+            ivs.append([lo, hi])
+    return dict(out)
+
+
+def disjoint_markers(phases: list[Phase], wall_s: float) -> list[Phase]:
+    """The phases with the marker ones reduced to disjoint leaves (`leaves`): what `nodereg trace`
+    now records, applied to traces stored before it did. A marker phase that lost time to a nested
+    one keeps its signature (measured over all of it) but not its loop iterations, which counted
+    the nested work too."""
+    markers = [p for p in phases if p.method == "marker"]
+    reduced = leaves({p.name: p.intervals or [[p.start_s, p.end_s]] for p in markers})
+    out = [p for p in phases if p.method != "marker"]
+    for p in markers:
+        ivs = reduced.get(p.name)
+        if not ivs:
+            continue
+        if ivs == sorted(p.intervals or [[p.start_s, p.end_s]]):
+            out.append(p)
+            continue
+        time_s = sum(b - a for a, b in ivs)
+        out.append(Phase(name=p.name, method=p.method, start_s=ivs[0][0], end_s=ivs[-1][1],
+                         weight=time_s / wall_s if wall_s > 0 else 0.0, time_s=time_s, calls=len(ivs),
+                         intervals=ivs, signature=p.signature, iterations=None, streams=p.streams))
+    return out
+
+
+def occupied(phases: list[Phase]) -> list[list[float]]:
+    """The union of the phases' intervals, sorted and merged."""
+    merged: list[list[float]] = []
+    for a, b in sorted(iv for p in phases for iv in (p.intervals or [[p.start_s, p.end_s]])):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return merged
+
+
+def fill_gaps(declared: list[Phase], segments: list[Phase], wall_s: float) -> list[Phase]:
+    """The change-point segments' parts that lie outside the declared phases (markers, OpenMP
+    regions): the time the author did not mark keeps the boundaries the samples show there. Each
+    part keeps its segment's name and signature (measured over the whole segment)."""
+    taken = occupied(declared)
+    out = []
+    for seg in segments:
+        free = _minus([[seg.start_s, seg.end_s]], taken)
+        time_s = sum(b - a for a, b in free)
+        if time_s <= 0:
+            continue
+        out.append(Phase(name=seg.name, method=seg.method, start_s=free[0][0], end_s=free[-1][1],
+                         weight=time_s / wall_s if wall_s > 0 else 0.0, time_s=time_s, calls=len(free),
+                         intervals=free, signature=seg.signature, iterations=None, streams=[]))
+    return out
+
+
+def _minus(intervals: list[list[float]], taken: list[list[float]]) -> list[list[float]]:
+    """`intervals` less the (sorted, disjoint) `taken` ones."""
+    out = []
+    for a, b in intervals:
+        for c, d in taken:
+            if d <= a or c >= b:
+                continue
+            if c > a:
+                out.append([a, c])
+            a = max(a, d)
+            if a >= b:
+                break
+        if a < b:
+            out.append([a, b])
+    return out
 
 
 def _grouped(occurrences: dict[str, list[list[float]]], wall_s: float, method: str) -> list[Phase]:

@@ -44,6 +44,7 @@ def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[i
         "command_json": json.dumps(trace.command), "exit_status": trace.exit_status, "status": trace.status,
         "wall_s": trace.wall_s, "threads": trace.threads, "interval_s": trace.interval_s, "source": source,
         "started_at": started, "meta_json": json.dumps(finite_json(meta), allow_nan=False),
+        **({"input": trace.meta["input"]} if trace.meta.get("input") else {}),   # (schema 16's column)
         **{k: v for k, v in capacity(trace.samples, trace.interval_s).items() if v is not None}}, "trace_id")
     insert_rows(conn, "trace_samples", _sample_rows(trace_id, trace.samples))
     ids = allocate_ids(conn, "phases_id_seq", len(trace.phases))

@@ -18,6 +18,7 @@ from registry.inventory import Inventory
 from registry.measure import cachegrind as cg
 from registry.measure import streams as probe
 from registry.measure import counters as perf
+from registry.trace import binary
 from registry.trace import omp as gomp
 from registry.trace import phases as ph
 from registry.measure import onnode, runner, signature
@@ -123,7 +124,7 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         sources=sources, phases=phases, samples=samples, threads=threads, cachegrind=cg_doc,
         meta={"cpu_list": None if cpus is None else ",".join(map(str, cpus)),
               "probe_cmd": probe_cmd, "llc_bytes": llc_bytes, "wss_cost_s": run.wss_cost_s, "cpu_s": run.cpu_s,
-              "omp_max_threads": omp_threads, "streams": streams_doc,
+              "omp_max_threads": omp_threads, "streams": streams_doc, "binary": binary.needs(argv[0]),
               "counters": [{k: v for k, v in r.items()} for r in obs.counter_rows] or None})
     return trace, notes
 

@@ -16,6 +16,8 @@ ALTER TABLE ub_configs ADD COLUMN higher_is_better BOOLEAN    -- NULL for our ke
 ;
 ALTER TABLE profile_runs ADD COLUMN value DOUBLE PRECISION    -- the tool's own figure, in ub_configs.unit
 ;
+ALTER TABLE profiles ADD COLUMN suite VARCHAR                  -- NULL: our kernels; else the suite every config in it belongs to
+;
 ALTER TABLE profiles ADD COLUMN provenance_json TEXT          -- imported: dataset, commit, run dates, tool versions
 ;
 ALTER TABLE nodes ADD COLUMN vendor VARCHAR                   -- cloud vendor of an imported type (aws, azure, gcp)

@@ -223,7 +223,7 @@ class _Batch:
             starts = [d for d in (_when(t.start) for t in tasks) if d]
             ends = [d for d in (_when(t.end) for t in tasks) if d]
             profiles.append({"profile_id": pid, "uid": uid, "node_id": self._lookup("nodes", rec.name)[0],
-                             "mode": "import", "started_at": min(starts) if starts else now,
+                             "mode": "import", "suite": SUITE, "started_at": min(starts) if starts else now,
                              "finished_at": max(ends) if ends else None, "duration_s": None,
                              "tool_version": SUITE, "compiler": None, "cflags": None, "host": None,
                              "cpu_list": None, "status": "complete",

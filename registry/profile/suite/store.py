@@ -100,11 +100,12 @@ def store_suite_profile(conn: sa.Connection, p: SuiteProfile) -> int:
                  {**ident, "id": node_id})
     config_ids = _configs(conn, p.results)
     profile_id = insert_returning(conn, "profiles", {
-        "uid": p.uid, "node_id": node_id, "mode": MODE, "started_at": p.started_at, "finished_at": p.finished_at,
-        "duration_s": p.duration_s, "tool_version": p.tool_version, "host": inv.hostname, "cpu_list": inv.cpu_list,
-        "status": "complete",
-        "host_load_json": json.dumps(p.host_load, sort_keys=True) if p.host_load else None, "provenance_json": json.dumps({"suite": SUITE, "measured": "here", "tools": p.tools},
-                                                            sort_keys=True)}, "profile_id")
+        "uid": p.uid, "node_id": node_id, "mode": MODE, "suite": SUITE, "started_at": p.started_at,
+        "finished_at": p.finished_at, "duration_s": p.duration_s, "tool_version": p.tool_version,
+        "host": inv.hostname, "cpu_list": inv.cpu_list, "status": "complete",
+        "host_load_json": json.dumps(p.host_load, sort_keys=True) if p.host_load else None,
+        "provenance_json": json.dumps({"suite": SUITE, "measured": "here", "tools": p.tools}, sort_keys=True)},
+        "profile_id")
     run_ids = allocate_ids(conn, "profile_runs_id_seq", len(p.results))
     runs, sigs = [], []
     for run_id, r in zip(run_ids, p.results):

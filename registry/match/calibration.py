@@ -1,0 +1,50 @@
+"""Which calibration `match` applies to a model's intervals: read from the registry's checked predictions.
+
+A stored prediction is checked by the runs of its app on its node measured after it, at the
+thread count the app runs with there and on the traced input (the rules of `nodereg accuracy`);
+the base node's row is the base time, not a prediction, and is left out. Their scores give the
+conformal scale of registry.models.intervals for the model and version (pure Python: `match`
+does not import pandas).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import sqlalchemy as sa
+
+from registry.models import intervals
+
+_CHECKED = """
+SELECT p.prediction_id, p.predicted_s, p.low_s, p.high_s, p.explanation_json, r.time_s
+FROM predictions p
+JOIN nodes n ON n.node_id = p.node_id
+LEFT JOIN traces t ON t.trace_id = p.trace_id
+JOIN runs r ON r.app_id = p.app_id AND r.node_id = p.node_id AND r.threads = COALESCE(t.threads, n.n_cpus)
+           AND r.created_at >= p.created_at AND (r.input IS NULL OR t.input IS NULL OR r.input = t.input)
+WHERE p.model_name = :model AND p.model_version = :version AND p.node_id <> p.base_node_id
+  AND p.predicted_s > 0 AND p.low_s > 0 AND p.high_s > 0"""
+
+
+def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals.Calibration:
+    """The calibration of `model` `version` from its checked predictions (uncalibrated below
+    intervals.MIN_CHECKS of them)."""
+    checked: dict[int, list] = {}
+    for pid, predicted, low, high, explanation, time_s in conn.execute(sa.text(_CHECKED),
+                                                                        {"model": model, "version": version}):
+        checked.setdefault(pid, [predicted, low, high, explanation, []])[4].append(time_s)
+    scores = [intervals.score(predicted, low, high, statistics.median(times), _applied(explanation))
+              for predicted, low, high, explanation, times in checked.values()]
+    calibration = intervals.Calibration(model, version, len(scores))
+    if calibration.calibrated:
+        calibration.scale = intervals.conformal_scale(scores)
+    return calibration
+
+
+def _applied(explanation: str | None) -> float:
+    """The half-width scale a stored prediction's interval was given (1 before calibration existed)."""
+    try:
+        return float(json.loads(explanation or "{}").get("interval_scale") or 1.0)
+    except (ValueError, TypeError, AttributeError):
+        return 1.0

@@ -1,0 +1,110 @@
+"""Interval arithmetic for predicted times, in one place, and its empirical calibration.
+
+An interval is a prediction t with a low and a high end; its *log half-widths* are ln(t / low) and
+ln(high / t). Independent sources of error (the model's spread among its references, the noise of
+the base time it starts from) add as the root of the sum of squares of their half-widths
+(`combine`). No interval of a prediction is narrower than MIN_HALF_WIDTH: a profile's medians and
+a program's runs move by a few percent between repetitions, so a zero-width interval is never true.
+
+Calibration (split conformal, normalised): for predictions already checked by runs measured after
+them, the score is |ln(measured / predicted)| divided by the prediction's own half-width on that
+side. The ceil((n + 1) q)-th smallest of n scores is the factor by which half-widths must be scaled
+so that a fraction q of new outcomes falls inside, whatever the model's own half-widths mean, as
+long as new predictions are exchangeable with the checked ones (same model and version). Below
+MIN_CHECKS checked predictions the factor is 1 (the model's own interval, said to be uncalibrated).
+The scale applied to a stored prediction is stored with it, so later scores are taken against the
+model's own half-widths, not against already scaled ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NOMINAL = 0.8          # the share of outcomes an interval is meant to hold
+MIN_CHECKS = 10        # checked predictions below which no calibration is attempted
+MIN_HALF_WIDTH = 0.05  # ln(1.05): repetition noise of profile medians and of program runs
+
+
+@dataclass
+class Calibration:
+    """How the intervals of one model and version are scaled, and what that rests on."""
+    model: str
+    version: str
+    checks: int                # checked predictions (runs measured after them)
+    scale: float = 1.0         # half-width multiplier
+    nominal: float = NOMINAL
+
+    @property
+    def calibrated(self) -> bool:
+        return self.checks >= MIN_CHECKS
+
+    def describe(self) -> str:
+        who = f"{self.model} {self.version}"
+        if not self.calibrated:
+            return (f"intervals: the model's own, uncalibrated ({self.checks} checked prediction(s) of {who}, "
+                    f"fewer than {MIN_CHECKS}; `nodereg accuracy` reports their coverage)")
+        return (f"intervals: {self.nominal:.0%} by conformal calibration on {self.checks} checked predictions "
+                f"of {who} (half-widths x{self.scale:.2f})")
+
+    def to_dict(self) -> dict:
+        return {"method": "conformal" if self.calibrated else "uncalibrated", "model": self.model,
+                "version": self.version, "checks": self.checks, "scale": self.scale, "nominal": self.nominal}
+
+
+def half_widths(predicted: float, low: float, high: float) -> tuple[float, float]:
+    """(ln(t / low), ln(high / t)), each at least MIN_HALF_WIDTH."""
+    down = math.log(predicted / low) if low > 0 and predicted > 0 else math.inf
+    up = math.log(high / predicted) if predicted > 0 and high > 0 else math.inf
+    return max(down, MIN_HALF_WIDTH), max(up, MIN_HALF_WIDTH)
+
+
+def combine(predicted: float, low: float, high: float, *extra: float) -> tuple[float, float]:
+    """(low, high) of an interval widened by independent log half-widths `extra` (root sum of
+    squares) and floored at MIN_HALF_WIDTH."""
+    down, up = half_widths(predicted, low, high)
+    more = sum(e * e for e in extra)
+    return predicted * math.exp(-math.sqrt(down * down + more)), predicted * math.exp(math.sqrt(up * up + more))
+
+
+def scaled(predicted: float, low: float, high: float, scale: float) -> tuple[float, float]:
+    """(low, high) with both half-widths multiplied by `scale`."""
+    down, up = half_widths(predicted, low, high)
+    return predicted * math.exp(-scale * down), predicted * math.exp(scale * up)
+
+
+def score(predicted: float, low: float, high: float, measured: float, applied_scale: float = 1.0) -> float:
+    """The normalised nonconformity of one checked prediction: how many of the model's own
+    half-widths (the stored ones divided by the scale applied to them) the outcome lay out."""
+    down, up = half_widths(predicted, low, high)
+    gap = math.log(measured / predicted)
+    return abs(gap) / ((up if gap > 0 else down) / applied_scale)
+
+
+def conformal_scale(scores: list[float], nominal: float = NOMINAL) -> float:
+    """The split-conformal quantile of `scores`: the ceil((n + 1) nominal)-th smallest (the largest
+    when that exceeds n)."""
+    ordered = sorted(s for s in scores if math.isfinite(s))
+    if not ordered:
+        return 1.0
+    k = min(len(ordered), math.ceil((len(ordered) + 1) * nominal))
+    return max(ordered[k - 1], 1e-3)
+
+
+def covered(low: float | None, measured: float, high: float | None) -> bool | None:
+    """Whether the interval holds the outcome (None where the prediction has no interval)."""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    return low <= measured <= high
+
+
+def base_noise(times_s: list[float]) -> float:
+    """Log half-width of a median base time from its samples: the sample standard deviation of the
+    log times over sqrt(n), times 1.25 (the median's efficiency), at a 1.28-sigma (80%) band; 0 for
+    fewer than two samples (the single run's noise is then unknown: the floor covers some of it)."""
+    logs = [math.log(t) for t in times_s if t > 0]
+    if len(logs) < 2:
+        return 0.0
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    return 1.28 * 1.25 * sd / math.sqrt(len(logs))
