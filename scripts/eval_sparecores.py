@@ -74,6 +74,9 @@ def main() -> None:
     args = ap.parse_args()
     try:
         ks, seeds = parse_list(args.k), parse_list(args.seeds)
+    except UserError:
+        sys.exit(f"error: --k {args.k!r} / --seeds {args.seeds!r}: expected numbers like 1,3 or 0-2")
+    try:
         t0 = time.perf_counter()
         data = load(_registry(args))
     except (UserError, FileNotFoundError) as exc:
