@@ -210,6 +210,8 @@ def test_cli_errors(cli, db_url, tmp_path):
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--seeds", "x"), "--seeds")
     assert_one_line_error(cli("--db", db_url, "evaluate", "--seed", "1"), "--calibrate")
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--split", "size"), "--split")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3"), "there is no registry")
+    assert cli("--db", db_url, "init").code == 0
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3"), "no node has a profile")
     _import_world(cli, db_url, tmp_path / "clone")
     assert_one_line_error(cli("--db", db_url, "match", "nosuchapp", "--from-runs"), "no measured runs")

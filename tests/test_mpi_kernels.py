@@ -96,6 +96,7 @@ def path_without_mpi(tmp_path, monkeypatch):
 
 def test_no_mpi_is_one_line(cli, db_url, path_without_mpi):
     assert mpi.missing() == "no MPI found (mpicc and mpirun not on PATH)"
+    assert cli("init").code == 0
     res = cli("profile", "nompi", "--kernels", "mpi")
     assert_one_line_error(res, "no MPI found", "apt-get install openmpi-bin")
     assert fetch_rows(db_url, "SELECT count(*) AS n FROM profiles")[0]["n"] == 0
