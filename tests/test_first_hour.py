@@ -241,3 +241,24 @@ def test_one_memory_bandwidth_in_nodes_roofline_and_report(cli, db_url):
             assert f"memory: {quoted:.3g} GB/s" in [ln.label for ln in lines], name
             assert ("memory bandwidth", f"{quoted:.3g} GB/s ({memory.describe()})") in facts(prof)
     reg.close()
+
+
+# Issue 32: the first hour, second round.
+
+def test_an_app_name_is_looked_up_before_a_file_of_that_name(cli, traced, tmp_path, monkeypatch):
+    """`nodereg trace` names the app after the program: in its build directory `match app` must find
+    the app, not read the executable `./app` as a trace file (and say that both exist)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app").write_bytes(b"\x7fELF\x02\x01\x01\x00\x80\x81")
+    res = cli("match", "app")
+    assert res.code == 0, res.err
+    assert "note: 'app' taken as the app in the registry; for the file of that name write ./app" in res.err
+    rep = cli("report", "match", "app", "--out", str(tmp_path / "m.html"))
+    assert rep.code == 0 and "./app" in rep.err, rep.err
+    assert_one_line_error(cli("match", "./app"), "cannot read trace file")        # a path is a path
+
+
+def test_unknown_traces_are_worded_alike_in_match_and_report(cli, traced, tmp_path):
+    said = [cli(*args, "nosuch").err for args in (("match",), ("report", "match"), ("report", "trace"))]
+    assert said[0] == said[1] == said[2], said
+    assert "unknown trace 'nosuch'" in said[0] and "apps with traces: app" in said[0]

@@ -170,7 +170,7 @@ def test_match_on_duckdb_does_not_import_pandas(db_url, registry):
 def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", "app", "--model", "nope"), "unknown model 'nope'")
     assert_one_line_error(cli("match", "app", "--model", "downey"), "no runs of 'app' on 'b'")
-    assert_one_line_error(cli("match", "nothing-like-this"), "no trace")
+    assert_one_line_error(cli("match", "nothing-like-this"), "unknown trace")
     assert_one_line_error(cli("match", "app", "--nodes", "fast,ghost"), "ghost")
     other = three_phase_trace(node="ghost")
     assert_one_line_error(cli("match", str(write_trace(other, tmp_path / "g.json"))), "--base NODE")
@@ -194,7 +194,7 @@ def test_uid_prefix_is_literal(db_url, registry):
             store.save(conn, trace)
         assert find_trace(conn, "x_").uid == "x_1"
         for text in ("%", "_", "x%"):
-            with pytest.raises(UserError, match="no trace"):
+            with pytest.raises(UserError, match="unknown trace"):
                 find_trace(conn, text)
     reg.close()
 

@@ -48,6 +48,8 @@ def match(
     st = state(ctx)
     with current_reader(st).connect() as conn:
         found = find_trace(conn, trace)
+        if found.note:
+            err_console.print(f"note: {found.note}")
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model)
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)
