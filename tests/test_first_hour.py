@@ -262,3 +262,23 @@ def test_unknown_traces_are_worded_alike_in_match_and_report(cli, traced, tmp_pa
     said = [cli(*args, "nosuch").err for args in (("match",), ("report", "match"), ("report", "trace"))]
     assert said[0] == said[1] == said[2], said
     assert "unknown trace 'nosuch'" in said[0] and "apps with traces: app" in said[0]
+
+
+def test_db_takes_plain_paths_and_refuses_other_files(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    add = ("runs", "add", "a", "n", "--threads", "1", "--time", "2")
+    for given, made in (("sub/rel.duckdb", tmp_path / "sub" / "rel.duckdb"),
+                        (str(tmp_path / "abs.duckdb"), tmp_path / "abs.duckdb")):
+        assert cli("--db", given, *add).code == 0
+        assert _count(str(made), "SELECT count(*) FROM runs") == 1, given
+    trace = tmp_path / "twophase.json"
+    trace.write_text('{"version": 1}')
+    for args in (("--db", str(trace), *add), ("--db", "twophase.json", "nodes"), ("--db", "new.json", "nodes")):
+        res = cli(*args)
+        assert_one_line_error(res, "not a valid DuckDB database" if "twophase" in args[1] else "another format")
+    assert trace.read_text() == '{"version": 1}' and not (tmp_path / "new.json").exists()
+    # SQLAlchemy's three slashes are relative: an absolute path meant that way is named, not guessed
+    res = cli("--db", f"duckdb://{tmp_path}/x.duckdb", "nodes")
+    assert_one_line_error(res, f"for {tmp_path}/x.duckdb pass --db {tmp_path}/x.duckdb")
+    assert "registry " + str(tmp_path / "abs.duckdb") in cli("--db", str(tmp_path / "abs.duckdb"), "init").out

@@ -99,8 +99,8 @@ def current_reader(st: State) -> Registry:
 def _global_options(
     ctx: typer.Context,
     db: str = typer.Option(None, "--db", envvar="NODEREG_DB", show_envvar=True,
-                           help="Registry URL (SQLAlchemy): duckdb:///file.duckdb or postgresql://... "
-                                "Default: a DuckDB file in your data directory."),
+                           help="Registry: a DuckDB file's path (absolute or relative, e.g. ~/reg.duckdb) or a "
+                                "postgresql://user@host/db URL. Default: a DuckDB file in your data directory."),
     wait: float = typer.Option(0.0, "--wait", min=0, help="Seconds to wait for a registry another process is "
                                                           "writing (also accepted after the command)."),
     _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
