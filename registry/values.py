@@ -36,7 +36,9 @@ def finite_json(obj):
 
 def fmt_value(value) -> str:
     """A value as table text: four significant digits, thousands separated, tiny and huge in
-    exponent notation, missing as empty."""
+    exponent notation, times to the second, missing as empty."""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
     value = plain(value)
     if value is None:
         return ""

@@ -2,8 +2,10 @@
 must not create things, removing single facts, a busy host, and match's caveats."""
 
 import json
+import re
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 import sqlalchemy as sa
@@ -282,3 +284,66 @@ def test_db_takes_plain_paths_and_refuses_other_files(cli, tmp_path, monkeypatch
     res = cli("--db", f"duckdb://{tmp_path}/x.duckdb", "nodes")
     assert_one_line_error(res, f"for {tmp_path}/x.duckdb pass --db {tmp_path}/x.duckdb")
     assert "registry " + str(tmp_path / "abs.duckdb") in cli("--db", str(tmp_path / "abs.duckdb"), "init").out
+
+
+_NUMBER = re.compile(r"-?\d[\d,.]*(?:e[-+]\d+)?")
+
+
+def _header_lines(text: str) -> list[str]:
+    lines, inside = [], False
+    for line in text.splitlines():
+        inside = (inside or line.startswith("┏")) and not line.startswith("┡")
+        if inside and line.startswith("┃"):
+            lines.append(line)
+    return lines
+
+
+def _assert_fits_80(wide: str, narrow: str, what, numbers: bool = True) -> None:
+    """`narrow` (80 columns) fits, and holds every number and every header word of `wide` whole."""
+    assert all(len(line) <= 80 for line in narrow.splitlines()), (what, narrow)
+    missing = Counter(_NUMBER.findall(wide)) - Counter(_NUMBER.findall(narrow))
+    assert not (numbers and missing), (what, missing, narrow)
+    words = {w for line in _header_lines(wide) for w in re.findall(r"[^\W_]+", line)}
+    split = words - {w for line in _header_lines(narrow) for w in re.findall(r"[^\W_]+", line)}
+    assert not split, (what, split, narrow)
+
+
+def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch):
+    for threads, seconds in ((1, 40.0), (2, 21.5), (2, 22.0), (4, 12.5)):
+        cli("runs", "add", "app", "b", "--threads", str(threads), "--time", str(seconds))
+    cli("runs", "add", "app", "fast", "--threads", "2", "--time", "15.25")
+    assert cli("match", "app").code == 0
+    commands = [("nodes",), ("nodes", "show", "b"), ("traces",), ("apps",), ("runs", "list"), ("match", "app"),
+                ("match", "app", "--explain", "--no-store"), ("models",), ("models", "similarity"), ("health",),
+                ("accuracy",), ("scaling", "app", "--node", "b", "--predict", "4,8"), ("inventory",), ("doctor",),
+                ("sql", "SELECT node, config_key, bandwidth_gbs, gflops, latency_ns FROM v_profile LIMIT 5")]
+    for args in commands:
+        monkeypatch.setenv("COLUMNS", "300")
+        wide = cli(*args)
+        monkeypatch.setenv("COLUMNS", "80")
+        narrow = cli(*args)
+        assert wide.code == narrow.code and narrow.code in ((0, 1) if args == ("doctor",) else (0,)), (args, narrow.err)
+        assert "┃" in narrow.out, args
+        listing = args == ("models",)     # one line per model: descriptions are cut (`models NAME` has them)
+        _assert_fits_80(wide.out, narrow.out, args, numbers=not listing)
+        if listing:
+            assert narrow.out.count("│") == narrow.out.count("…") * 5 > 40, narrow.out
+
+
+def test_a_wide_table_is_split_not_squeezed(capsys, monkeypatch):
+    """Numbers do not wrap and header names break only at `_`: more columns than 80 characters hold
+    go on in a second table led by the first column; uids are shown as 8 characters."""
+    from registry.cli.output import print_table
+
+    rows = [{"kernel": f"k{i}", "uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+             **{f"memory_triad_gbs_{t}_threads": 1234.5678 * i + t / 7 for t in range(1, 9)},
+             "note": "a text cell that may wrap at its spaces"} for i in range(1, 4)]
+    monkeypatch.setenv("COLUMNS", "300")
+    print_table(rows, title="bandwidth")
+    wide = capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "80")
+    print_table(rows, title="bandwidth")
+    narrow = capsys.readouterr().out
+    _assert_fits_80(wide, narrow, "wide table")
+    assert "bandwidth (continued)" in narrow and narrow.count("│ k2 ") >= 2
+    assert "0f1e2d3c " in narrow and "0f1e2d3c-" not in narrow

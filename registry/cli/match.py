@@ -3,7 +3,7 @@
 import typer
 
 from registry.cli.app import app, current_reader, model_options_flag, state
-from registry.cli.output import console, err_console, print_json, print_table
+from registry.cli.output import err_console, print_json, print_table, say
 
 
 @app.command()
@@ -82,7 +82,7 @@ def match(
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else "")
         serial = f", {phase.serial_share:.0%} of it on one CPU" if 0 < phase.serial_share < 1 else ""
         by = f" (projected by {phase.projected_by})" if phase.projected_by else ""
-        console.print(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest{by}: {reason}")
+        say(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest{by}: {reason}", 2)
         if explain:
             print_table([{"node": n, "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
                           "threads": phase.threads.get(n)} for n, p in phase.predictions.items()])

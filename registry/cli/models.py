@@ -13,7 +13,7 @@ import sqlalchemy as sa
 import typer
 
 from registry.cli.app import app, import_app, model_options_flag, state
-from registry.cli.output import console, err_console, print_json, print_table
+from registry.cli.output import console, err_console, print_json, print_table, say
 from registry.errors import UserError
 
 SCALING_MODELS = ("downey", "loglog", "amdahl", "usl", "ensemble")
@@ -37,7 +37,9 @@ def models_command(name: str = typer.Argument(None, metavar="[NAME]", help="Show
     if as_json:
         print_json({"models": rows, "warnings": warnings})
     else:
-        print_table(rows, ["name", "kind", "version", "needs", "description"], empty="no models installed")
+        print_table(rows, ["name", "kind", "version", "description"], empty="no models installed",
+                    one_line=["description"])
+        err_console.print("`nodereg models NAME`: what a model needs, its whole description and its options")
     for w in warnings:
         err_console.print(f"warning: {w}", style="yellow", soft_wrap=True)
 
@@ -204,8 +206,8 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
                     "description": model.describe(), "trained_on": sorted({int(n) for n in train.threads}),
                     "saved_uid": uid})
         return
-    console.print(f"{model.describe()}", soft_wrap=True)
-    console.print(f"trained on {len(train)} runs at {', '.join(str(n) for n in sorted(set(train.threads)))} threads")
+    say(model.describe())
+    say(f"trained on {len(train)} runs at {', '.join(str(n) for n in sorted(set(train.threads)))} threads")
     for r in rows:
         r["error"] = None if r["error"] is None else f"{r['error']:+.1%}"
     print_table(rows, ["threads", "predicted_s", "low_s", "high_s", "measured_s", "error"],
