@@ -2,7 +2,9 @@
 must not create things, removing single facts, a busy host, and match's caveats."""
 
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -46,7 +48,7 @@ def test_version_and_flags_without_a_value_hint(cli):
 def test_wait_and_db_are_accepted_after_the_subcommand(cli, db_url, tmp_path):
     assert cli("nodes", "--wait", "1").code == 0
     other = tmp_path / "other.duckdb"
-    assert cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", f"--db=duckdb:///{other}").code == 0
+    assert cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new", f"--db=duckdb:///{other}").code == 0
     assert other.exists() and _count(db_url, "SELECT count(*) FROM runs") == 0
 
 
@@ -67,11 +69,22 @@ def test_a_closed_pipe_is_a_quiet_exit_0(db_url):
     assert err == ""
 
 
-def test_runs_add_says_what_it_created(cli, db_url):
-    res = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2")
+def test_runs_add_creates_names_only_when_asked_and_says_how_to_undo(cli, db_url):
+    assert cli("runs", "add", "twophase", "two", "--threads", "1", "--time", "2", "--new").code == 0
+    typo = cli("runs", "add", "twophse", "tow", "--threads", "1", "--time", "2")
+    assert_one_line_error(typo, "unknown app 'twophse' (did you mean 'twophase'?) and node 'tow' (did you mean "
+                                "'two'?): pass --new to create them")
+    assert _count(db_url, "SELECT count(*) FROM nodes") == 1 and _count(db_url, "SELECT count(*) FROM runs") == 1
+    res = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2", "--new")
     assert res.code == 0
-    assert "created app 'foo' and node 'typo-node'" in res.err
-    again = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2")
+    undo = re.search(r"note: created app 'foo' and node 'typo-node'; `(.+)` and `(.+)` undo it", res.err)
+    assert undo, res.err
+    for command in undo.groups():
+        assert cli(*shlex.split(command)[1:]).code == 0, command
+    assert _count(db_url, "SELECT count(*) FROM nodes WHERE name = 'typo-node'") == 0
+    assert _count(db_url, "SELECT count(*) FROM apps WHERE name = 'foo'") == 0
+    assert _count(db_url, "SELECT count(*) FROM runs") == 1
+    again = cli("runs", "add", "twophase", "two", "--threads", "1", "--time", "2")
     assert again.code == 0 and "created" not in again.err
 
 
@@ -269,7 +282,7 @@ def test_unknown_traces_are_worded_alike_in_match_and_report(cli, traced, tmp_pa
 def test_db_takes_plain_paths_and_refuses_other_files(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
-    add = ("runs", "add", "a", "n", "--threads", "1", "--time", "2")
+    add = ("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
     for given, made in (("sub/rel.duckdb", tmp_path / "sub" / "rel.duckdb"),
                         (str(tmp_path / "abs.duckdb"), tmp_path / "abs.duckdb")):
         assert cli("--db", given, *add).code == 0
@@ -385,3 +398,64 @@ def test_nodes_whose_intervals_overlap_share_a_rank(cli, traced, db_url):
     res = cli("match", "app", "--no-store")
     assert "tie: b, quad: each one's prediction lies inside the other's interval" in res.out, res.out
     assert re.search(r"│ 2= +│ (b|quad) ", res.out) and not re.search(r"│ 3 +│", res.out), res.out
+
+
+def test_suggested_commands_are_shell_quoted(cli, db_url):
+    from registry.nodes import ensure_node
+    from registry.values import command_line
+
+    assert command_line("nodereg", "profile", "it's") == "`nodereg profile 'it'\"'\"'s'`"
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        ensure_node(conn, "it's", source="runs")
+    reg.close()
+    assert_one_line_error(cli("report", "node", "it's"), "run `nodereg profile 'it'\"'\"'s'` first")
+
+
+def test_mistyped_command_lines_exit_2(cli, db_url):
+    for args in (("trace", "--name", "x", "--"), ("run", "n", "--"),
+                 ("runs", "add", "a", "n", "--threads", "0", "--time", "1"), ("profile", "n", "--threads", "0")):
+        res = cli(*args)
+        assert res.code == 2, (args, res)
+        assert len(res.err.strip().splitlines()) == 1 and res.err.startswith("error:"), res.err
+    assert _count(db_url, "SELECT count(*) FROM nodes") == 0
+
+
+def test_an_empty_registry_is_described_not_an_error(cli, db_url):
+    res = cli("accuracy")
+    assert res.code == 0 and res.out == "" and "no predictions yet" in res.err, res
+    assert json.loads(cli("accuracy", "--json").out) == {"cells": [], "sets": [], "summary": []}
+    res = cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
+    assert "on n, 1 thread, 2 s" in res.out, res
+
+
+def test_export_replaces_a_bundle_only_with_force(cli, db_url, tmp_path):
+    cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
+    for out in (tmp_path / "b.zip", tmp_path / "bdir"):
+        assert cli("export", str(out)).code == 0
+        assert_one_line_error(cli("export", str(out)), "already exists", "--force")
+        cli("runs", "add", "a", "n", "--threads", "2", "--time", "1")
+        assert cli("export", str(out), "--force").code == 0, out
+        assert cli("--db", str(tmp_path / f"{out.stem}.duckdb"), "import", "bundle", str(out)).code == 0
+        assert _count(str(tmp_path / f"{out.stem}.duckdb"), "SELECT count(*) FROM runs") == \
+            _count(db_url, "SELECT count(*) FROM runs")
+    other = tmp_path / "notes.zip"
+    other.write_text("mine")
+    assert_one_line_error(cli("export", str(other), "--force"), "not a nodereg bundle")
+    assert other.read_text() == "mine"
+
+
+def test_library_warnings_do_not_reach_the_terminal(cli, db_url, traced):
+    """numpy's `All-NaN slice` and scikit-learn's warnings leaked into `evaluate`; a command's own words
+    are what users see (NODEREG_DEBUG=1 shows them). A real process: pytest records warnings itself."""
+    cli("match", "app")
+    cli("runs", "add", "app", "fast", "--threads", "2", "--time", "9")
+    script = ("import sys, numpy as np; from registry import accuracy; real = accuracy.assess\n"
+              "def assess(frame):\n    np.nanmedian(np.array([np.nan]))\n    return real(frame)\n"
+              "accuracy.assess = assess; sys.argv = ['nodereg', 'accuracy']\n"
+              "from registry.cli import main; main()")
+    for debug, shown in (("", False), ("1", True)):
+        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "NODEREG_DB": db_url, "NODEREG_DEBUG": debug})
+        assert res.returncode == 0, res.stderr
+        assert ("All-NaN" in res.stderr) is shown, res.stderr

@@ -14,15 +14,19 @@ from registry.cli.output import console, err_console, print_json, print_table, t
 from registry.errors import UserError
 from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
 from registry.measure import load
+from registry.values import command_line, plural
 
 
 def _threads(text: str | None) -> list[int] | None:
     if text is None:
         return None
     try:
-        return cpulist.parse(text)
+        counts = cpulist.parse(text)
     except UserError:
-        raise UserError(f"malformed --threads {text!r}: expected e.g. 1,2 or 1-4") from None
+        raise UserError(f"malformed --threads {text!r}: expected e.g. 1,2 or 1-4", exit_code=2) from None
+    if counts[0] < 1:
+        raise UserError(f"--threads {text!r}: thread counts start at 1", exit_code=2)
+    return counts
 
 
 def _print_summary(summary: dict, threads: Sequence[int]) -> None:
@@ -121,21 +125,23 @@ def profile(
     if cachegrind:
         total += sum(cachegrind_pass.estimate_s(c) for c in signed)
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
-               text_column("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), text_column("ETA"),
+               text_column("{task.fields[done]}/{task.fields[count]} configurations"), TimeElapsedColumn(),
+               text_column("ETA"),
                TimeRemainingColumn())
     with interrupts_reported(f"the profile of {node} was not finished: nothing was stored"):
         driver_binary()   # built (or found in the cache) first: a build error comes before any load warning
         seen = _check_host(wait_idle, strict)
         watch = load.Watch()
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"profiling {node}", total=total, done=0,
-                                     count=len(configs) + len(signed) * (2 if cachegrind else 1))
-            done = 0
+            task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs))
+            measured: set[int] = set()   # the count is of configurations, as the summary's; the signature
+                                         # (and cachegrind) passes over some of them again are said, not counted
 
             def advance(config, weight):
-                nonlocal done
-                done += 1
-                progress.update(task, advance=weight, done=done, description=f"{config.ub.name} x{config.threads}")
+                again = id(config) in measured
+                measured.add(id(config))
+                progress.update(task, advance=weight, done=len(measured),
+                                description=f"{config.ub.name} x{config.threads}" + (" (signature)" if again else ""))
                 _watch_host(watch, strict, progress.console)
 
             record = profiler.measure(opts, prep, advance)
@@ -151,8 +157,9 @@ def profile(
         return
     _print_summary(summary, prep.plan.threads)
     console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
-                  f"{len(record.measurements)} configurations, {unstable} unstable, {record.duration_s:.1f} s")
+                  f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:
         err_console.print(f"note: {unstable} configurations kept varying between repetitions (README: unstable); "
-                          f"on a busy or frequency-scaling host re-run `nodereg profile {node} --wait-idle 600`; "
+                          "on a busy or frequency-scaling host re-run "
+                          f"{command_line('nodereg', 'profile', node, '--wait-idle', '600')}; "
                           "`nodereg match` widens its intervals for this node meanwhile")

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from registry.errors import UserError
 from registry.models.base import CacheLevel
 from registry.nodes import require_node_id
+from registry.values import command_line
 
 _PROFILE_SQL = """
 SELECT v.ub, v.family, v.config_key, v.threads, v.placement, v.ws_bytes, v.reps, v.median_s, v.cv,
@@ -85,7 +86,7 @@ def node_profile(conn: sa.Connection, name: str) -> NodeProfile:
                              "FROM profiles WHERE node_id = :id ORDER BY profile_id DESC LIMIT 1", {"id": node_id})
     rows = pd.DataFrame(_records(conn, _PROFILE_SQL, {"node": name}))
     if not profile or rows.empty:
-        raise UserError(f"node {name!r} has no profile: run `nodereg profile {name}` first")
+        raise UserError(f"node {name!r} has no profile: run {command_line('nodereg', 'profile', name)} first")
     for col in _NUMERIC:
         rows[col] = pd.to_numeric(rows[col], errors="coerce").astype(float)
     rows["unstable"] = rows["unstable"].astype(bool)
