@@ -459,3 +459,18 @@ def test_library_warnings_do_not_reach_the_terminal(cli, db_url, traced):
                              env={**os.environ, "NODEREG_DB": db_url, "NODEREG_DEBUG": debug})
         assert res.returncode == 0, res.stderr
         assert ("All-NaN" in res.stderr) is shown, res.stderr
+
+
+def test_writers_wait_a_little_by_default_and_say_so(cli, db_url, tmp_path):
+    """Two loops of `runs add` on one DuckDB file failed 6 times in 25 each without --wait: a write
+    now waits (10 s by default) for a registry another process holds, and says that it waits."""
+    assert cli("init").code == 0
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('locked', flush=True); time.sleep(1.5)", str(tmp_path / "registry.duckdb")],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    res = cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
+    holder.wait()
+    assert res.code == 0, res.err
+    assert f"is in use by another process (PID {holder.pid}" in res.err and "waiting up to 10 s" in res.err
+    assert _count(db_url, "SELECT count(*) FROM runs") == 1

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 import typer
 
 from registry.db import Registry, open_registry
-from registry.errors import UserError
+from registry.cli.output import err_console
+from registry.errors import RegistryLocked, UserError
 
 app = typer.Typer(
     name="nodereg",
@@ -20,18 +21,34 @@ import_app = typer.Typer(help="Bring data into the registry: bundles, measured r
 app.add_typer(import_app, name="import")
 
 
+# Seconds a command waits for a registry another process is writing. Not 0: two loops of `runs add`
+# on one DuckDB file failed 6 times in 25 each; each write holds the lock for well under a second.
+DEFAULT_WAIT_S = 10.0
+
+
 @dataclass
 class State:
     db_url: str | None = None
-    wait_s: float = 0.0
+    wait_s: float = DEFAULT_WAIT_S
     _open: dict = field(default_factory=dict)
 
     def registry(self, *, readonly: bool = False) -> Registry:
         """The registry for this invocation, opened once per mode."""
         if readonly not in self._open:
             self.close()  # DuckDB: one configuration per file per process
-            self._open[readonly] = open_registry(self.db_url, readonly=readonly, wait_s=self.wait_s)
+            self._open[readonly] = self._open_waiting(readonly)
         return self._open[readonly]
+
+    def _open_waiting(self, readonly: bool) -> Registry:
+        """Open the registry; when another process holds it, say so and wait up to --wait seconds."""
+        try:
+            return open_registry(self.db_url, readonly=readonly)
+        except RegistryLocked as exc:
+            if self.wait_s <= 0:
+                raise
+            held = str(exc).split(";")[0]
+            err_console.print(f"{held}: waiting up to {self.wait_s:g} s for it (--wait SECONDS)")
+            return open_registry(self.db_url, readonly=readonly, wait_s=self.wait_s)
 
     def close(self) -> None:
         for reg in self._open.values():
@@ -101,8 +118,8 @@ def _global_options(
     db: str = typer.Option(None, "--db", envvar="NODEREG_DB", show_envvar=True,
                            help="Registry: a DuckDB file's path (absolute or relative, e.g. ~/reg.duckdb) or a "
                                 "postgresql://user@host/db URL. Default: a DuckDB file in your data directory."),
-    wait: float = typer.Option(0.0, "--wait", min=0, help="Seconds to wait for a registry another process is "
-                                                          "writing (also accepted after the command)."),
+    wait: float = typer.Option(DEFAULT_WAIT_S, "--wait", min=0, help="Seconds to wait for a registry another process "
+                                                                     "is writing (also accepted after the command)."),
     _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                   help="Print the version and exit."),
 ) -> None:
