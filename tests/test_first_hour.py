@@ -474,3 +474,21 @@ def test_writers_wait_a_little_by_default_and_say_so(cli, db_url, tmp_path):
     assert res.code == 0, res.err
     assert f"is in use by another process (PID {holder.pid}" in res.err and "waiting up to 10 s" in res.err
     assert _count(db_url, "SELECT count(*) FROM runs") == 1
+
+
+def test_wait_idle_says_that_it_waits_and_when_the_host_calmed_down(cli, db_url, binary, monkeypatch):
+    """`profile --wait-idle 8` printed nothing for 8.8 s: now a line when the wait starts (with why),
+    a countdown at a terminal, and a line when it ends."""
+    calls = []
+
+    def measurers():
+        calls.append(1)
+        return ["4242 nodereg profile other"] if len(calls) <= 2 else []
+
+    monkeypatch.setattr(load, "other_measurers", measurers)
+    monkeypatch.setattr(load.CpuMeter, "read", lambda self: 0.0)
+    res = cli("profile", "n", *PEAK, "--wait-idle", "30")
+    assert res.code == 0, res.err
+    assert "the host is busy (another nodereg measurement is running (4242 nodereg profile other)): waiting up " \
+           "to 30 s for it to calm down (--wait-idle)" in res.err
+    assert "the host is idle now: profiling" in res.err and "warning" not in res.err, res.err

@@ -48,7 +48,7 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
 
 def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
     """Look at the host before measuring: wait for it (--wait-idle), refuse (--strict) or warn."""
-    seen = load.wait_until_idle(wait_idle) if wait_idle else load.sample()
+    seen = _wait_idle(wait_idle) if wait_idle else load.sample()
     why = seen.busy()
     if why and strict:
         raise UserError(f"the host is busy: {why}; refusing to profile (--strict)"
@@ -57,6 +57,22 @@ def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
         err_console.print(f"warning: the host is busy: {why}. Bandwidth and latency measured now will be low "
                           f"and unstable; the load is stored with the profile and `nodereg match` flags it. "
                           f"--wait-idle SECONDS waits for an idle host, --strict refuses", style="yellow")
+    return seen
+
+
+def _wait_idle(wait_s: float) -> load.HostLoad:
+    """--wait-idle: wait for the host to calm down, saying so and counting down (a silent wait of up
+    to ten minutes reads as a hang)."""
+    seen = load.sample()
+    if not seen.busy():
+        return seen
+    err_console.print(f"the host is busy ({seen.busy()}): waiting up to {wait_s:g} s for it to calm down (--wait-idle)")
+    columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), text_column("{task.fields[left]}"))
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task("waiting for an idle host", total=wait_s, left=f"{wait_s:.0f} s left")
+        seen = load.wait_until_idle(wait_s, on_sample=lambda now, left: progress.update(
+            task, completed=wait_s - left, left=f"{left:.0f} s left", description=f"busy: {now.busy()}"))
+    err_console.print("the host is idle now: profiling" if not seen.busy() else f"still busy after {wait_s:g} s")
     return seen
 
 
