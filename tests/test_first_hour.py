@@ -492,3 +492,17 @@ def test_wait_idle_says_that_it_waits_and_when_the_host_calmed_down(cli, db_url,
     assert "the host is busy (another nodereg measurement is running (4242 nodereg profile other)): waiting up " \
            "to 30 s for it to calm down (--wait-idle)" in res.err
     assert "the host is idle now: profiling" in res.err and "warning" not in res.err, res.err
+
+
+def test_a_node_is_not_redefined_by_other_cpus_unless_asked(cli, db_url, binary, monkeypatch):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    monkeypatch.setattr(load, "other_measurers", lambda: [])
+    assert cli("profile", "cn", *PEAK, "--cpus", str(cpus[0])).code == 0
+    assert cli("profile", "cn", *PEAK, "--cpus", str(cpus[1])).code == 0          # the same count: another host's CPU
+    res = cli("profile", "cn", *PEAK, "--cpus", f"{cpus[0]},{cpus[1]}")
+    assert_one_line_error(res, "node 'cn' was profiled on 1 CPU", "would measure 2 CPUs", "--redefine")
+    assert _count(db_url, "SELECT count(*) FROM profiles") == 2
+    assert cli("profile", "cn", *PEAK, "--cpus", f"{cpus[0]},{cpus[1]}", "--redefine").code == 0
+    assert _count(db_url, "SELECT n_cpus FROM nodes WHERE name = 'cn'") == 2

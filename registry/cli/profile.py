@@ -3,6 +3,7 @@ its microbenchmark profile."""
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
 import typer
 from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
@@ -60,6 +61,18 @@ def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
     return seen
 
 
+def _same_cpu_count(conn, node: str, inventory) -> None:
+    """A node name stands for one CPU set: profiling `cn[01-04]` again with other --cpus silently made
+    one node of two configurations (both profiles under it). Refused unless --redefine."""
+    row = conn.execute(sa.text("SELECT n.n_cpus, n.cpu_list FROM nodes n WHERE n.name = :n AND EXISTS "
+                               "(SELECT 1 FROM profiles p WHERE p.node_id = n.node_id)"), {"n": node}).first()
+    if row is not None and row.n_cpus is not None and row.n_cpus != inventory.cpu_count:
+        was = f"{plural(row.n_cpus, 'CPU')}" + (f" ({row.cpu_list})" if row.cpu_list else "")
+        now = f"{plural(inventory.cpu_count, 'CPU')} ({inventory.cpu_list})"
+        raise UserError(f"node {node!r} was profiled on {was}; this profile would measure {now}: give this "
+                        "configuration another node name, or pass --redefine to change the node")
+
+
 def _wait_idle(wait_s: float) -> load.HostLoad:
     """--wait-idle: wait for the host to calm down, saying so and counting down (a silent wait of up
     to ten minutes reads as a hang)."""
@@ -112,6 +125,8 @@ def profile(
                                          "wait up to this long for it to become idle."),
     strict: bool = typer.Option(False, "--strict", help="Refuse to measure (or to store) on a busy host; "
                                                         "by default a warning is printed and the load is stored."),
+    redefine: bool = typer.Option(False, "--redefine", help="Let this profile give NODE another number of CPUs "
+                                                           "than its earlier profiles (refused otherwise)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Measure this node's microbenchmark profile and store it with the node's inventory.
@@ -130,7 +145,9 @@ def profile(
         cpus=cpulist.parse(cpus) if cpus is not None else None, threads=_threads(threads), reps=reps,
         kernels=catalog.select(kernels), cachegrind=cachegrind, host=host)
     prep = profiler.prepare(opts)
-    state(ctx).registry()   # a bad registry fails now, not after the measurements
+    with state(ctx).registry().connect() as conn:   # a bad registry fails now, not after the measurements
+        if not redefine:
+            _same_cpu_count(conn, node, prep.inventory)
     state(ctx).close()      # ... and holds no lock while measuring (reopened, with --wait, to store)
     for note in prep.plan.notes:
         err_console.print(f"note: {note}")
