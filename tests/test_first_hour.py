@@ -506,3 +506,14 @@ def test_a_node_is_not_redefined_by_other_cpus_unless_asked(cli, db_url, binary,
     assert _count(db_url, "SELECT count(*) FROM profiles") == 2
     assert cli("profile", "cn", *PEAK, "--cpus", f"{cpus[0]},{cpus[1]}", "--redefine").code == 0
     assert _count(db_url, "SELECT n_cpus FROM nodes WHERE name = 'cn'") == 2
+
+
+def test_profile_quotes_the_memory_bandwidth_nodes_quotes(cli, db_url, binary, monkeypatch):
+    """Node `two`'s memory bandwidth was 26.2 in `nodes`, 35.44 in the profile summary: the profile
+    now says the one figure `nodes` and the reports quote, and its table says what its cells are."""
+    monkeypatch.setattr(load, "other_measurers", lambda: [])
+    res = cli("profile", "m", "--quick", "--kernels", "triad", "--threads", "1", "--reps", "2")
+    assert res.code == 0, res.err
+    quoted = json.loads(cli("nodes", "--json").out)[0]["memory_triad_gbs"]
+    assert f"memory bandwidth: {quoted:.3g} GB/s (triad, 1 thread, largest working set" in res.out, res.out
+    assert "the best over each level's working sets" in res.out

@@ -37,7 +37,8 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
     for kernel, levels in summary["bandwidth_gbs"].items():
         for level, per in levels.items():
             rows.append({"kernel": kernel, "level": level, **{f"{t} thr": per.get(t) for t in cols}})
-    print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]], title="bandwidth (GB/s)",
+    print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]],
+                title="bandwidth (GB/s), the best over each level's working sets and placements",
                 empty="no bandwidth kernels measured")
     if summary["latency_ns"]:
         print_table([{"level": lvl, "latency_ns": v} for lvl, v in summary["latency_ns"].items()],
@@ -59,6 +60,19 @@ def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
                           f"and unstable; the load is stored with the profile and `nodereg match` flags it. "
                           f"--wait-idle SECONDS waits for an idle host, --strict refuses", style="yellow")
     return seen
+
+
+def _memory_bandwidth(st, node: str):
+    """The node's memory bandwidth as every other command quotes it (registry.report.curves: triad at
+    the most threads and the largest working set), from the profile just stored; None without triad."""
+    from registry.report.curves import memory_bandwidth
+    from registry.report.load import node_profile
+
+    with st.registry(readonly=True).connect() as conn:
+        try:
+            return memory_bandwidth(node_profile(conn, node))
+        except UserError:      # no bandwidth kernel measured: nothing to quote
+            return None
 
 
 def _same_cpu_count(conn, node: str, inventory) -> None:
@@ -185,10 +199,15 @@ def profile(
     summary = {"node": node, "profile_uid": record.uid, "mode": record.mode, "cpu_list": prep.inventory.cpu_list,
                "threads": prep.plan.threads, "configs": len(record.measurements), "unstable": unstable,
                "duration_s": round(record.duration_s, 2), **summarize(record.measurements)}
+    memory = _memory_bandwidth(state(ctx), node)
+    summary["memory_bandwidth_gbs"] = memory and round(memory.value, 3)
     if as_json:
         print_json(summary)
         return
     _print_summary(summary, prep.plan.threads)
+    if memory is not None:
+        console.print(f"memory bandwidth: {memory.value:.3g} GB/s ({memory.describe()}): the node's figure in "
+                      "`nodereg nodes`, match and reports")
     console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
                   f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:
