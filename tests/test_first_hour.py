@@ -517,3 +517,24 @@ def test_profile_quotes_the_memory_bandwidth_nodes_quotes(cli, db_url, binary, m
     quoted = json.loads(cli("nodes", "--json").out)[0]["memory_triad_gbs"]
     assert f"memory bandwidth: {quoted:.3g} GB/s (triad, 1 thread, largest working set" in res.out, res.out
     assert "the best over each level's working sets" in res.out
+
+
+def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
+    """A two-loop program's trace held 3 OpenMP regions and 3 segments, and match used one set, then
+    the other, without a word: it now names the set, its coverage and the rule."""
+    from registry.io.tracefile import Phase
+
+    trace = three_phase_trace()
+    trace.phases.append(Phase("main._omp_fn.0", "omp", 0, 10, 10 / 21, 10.0,
+                              signature={"proc": {"cpu_util": 1.98, "wss_llc": 0.01}}))
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, trace)
+    reg.close()
+    res = cli("match", "app", "--no-store")
+    assert res.code == 0, res.err
+    said = " ".join(res.out.split())
+    assert "phases: 3 phases from change points of the samples, covering 100% of the run (other sets: OpenMP " \
+           "regions 48%); the set covering the most is used" in said, res.out

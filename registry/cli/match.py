@@ -3,7 +3,7 @@
 import typer
 
 from registry.cli.app import app, current_reader, model_options_flag, state
-from registry.cli.match_output import names, summarise_warnings, tied_ranks
+from registry.cli.match_output import names, phase_set_said, summarise_warnings, tied_ranks
 from registry.cli.output import console, err_console, print_json, print_table, say
 
 
@@ -84,6 +84,9 @@ def match(
             "within the uncertainty, so they share a rank")
     for x in result.excluded:
         err_console.print(f"left out: {x['node']}: {x['reason']}")
+    said = phase_set_said(inputs.found.trace.phases, inputs.phases)
+    if said:
+        say(said)
     for phase in result.phases:
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else

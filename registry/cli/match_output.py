@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 
 from registry.match.references import config_in_words
+from registry.values import plural
 
 _PHASE = re.compile(r"^phase (?P<phase>.+?): (?P<rest>.+)$")
 _KEY_START = re.compile(r"[A-Za-z]\w*\|\{|\{\"")   # 'mbw1c|{...}' or corredor's '{"placement": ...}'
@@ -113,3 +114,24 @@ def tied_ranks(ranked: list, objective: str) -> tuple[list[str], list[list[str]]
         if len(g) > 1:
             ties.append([n.node for n in g])
     return shown, ties
+
+
+_SET_NAMES = {"marker": "the app's own markers", "omp": "OpenMP regions", "auto": "change points of the samples",
+              "import": "imported phases", "whole": "the whole run"}
+
+
+def phase_set_said(all_phases: list, chosen: list) -> str | None:
+    """Which of a trace's phase sets match used and why (registry.match.project.choose_phases: the set
+    covering the most of the run, near-ties to markers, then OpenMP regions, then change points); None
+    when the trace has one set only."""
+    cover: dict[str, float] = {}
+    for p in all_phases:
+        if p.weight and p.weight > 0:
+            cover[p.method] = min(1.0, cover.get(p.method, 0.0) + p.weight)
+    if len(cover) < 2 or not chosen:
+        return None
+    used = chosen[0].method
+    others = ", ".join(f"{_SET_NAMES.get(m, m)} {c:.0%}" for m, c in cover.items() if m != used)
+    return (f"phases: {plural(len(chosen), 'phase')} from {_SET_NAMES.get(used, used)}, covering {cover[used]:.0%} "
+            f"of the run (other sets: {others}); the set covering the most is used, and within 2% of it the "
+            "app's markers, then OpenMP regions, then change points")
