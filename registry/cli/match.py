@@ -10,7 +10,9 @@ from registry.cli.output import console, err_console, print_json, print_table, s
 @app.command()
 def match(
     ctx: typer.Context,
-    trace: str = typer.Argument(..., help="Trace file (nodereg trace --out), trace id (or prefix), or app name."),
+    trace: str = typer.Argument(..., help="App name (its latest trace), trace uid (or prefix), or trace file "
+                                                    "(nodereg trace --out; read as a file when it contains / or ends "
+                                                    "in .json)."),
     base: str = typer.Option(None, "--base", help="Base node (default: the node the trace was recorded on)."),
     nodes: str = typer.Option(None, "--nodes", help="Comma-separated target nodes (default: every profiled node)."),
     model: str = typer.Option("similarity", "--model", "-m",

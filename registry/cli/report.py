@@ -64,7 +64,8 @@ def compare(ctx: typer.Context, names: list[str] = typer.Argument(..., help="Two
     _emit(ctx, lambda conn: compare_report(conn, names, kernel), "compare", "-".join(names), out, as_json)
 
 
-_TRACE_HELP = "A trace uid, a unique uid prefix, an app name (its latest trace) or a trace file (nodereg trace --out)."
+_TRACE_HELP = ("An app name (its latest trace), a trace uid or unique uid prefix, or a trace file (nodereg trace "
+               "--out; read as a file when it contains / or ends in .json).")
 
 
 @report_app.command("trace")
