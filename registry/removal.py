@@ -35,11 +35,15 @@ def remove_app(conn: sa.Connection, app_id: int) -> dict[str, int]:
 
 
 def remove_runs(conn: sa.Connection, uids: list[str]) -> int:
-    """Measured runs by uid; every uid must exist (else nothing is removed)."""
+    """Measured runs by uid or unique uid prefix (tables show 8 characters); every one must name
+    exactly one run (else nothing is removed)."""
     removed = 0
     for uid in uids:
-        n = conn.execute(sa.text("DELETE FROM runs WHERE uid = :u"), {"u": uid}).rowcount
-        if not n:
-            raise UserError(f"no run with uid {uid!r}: `nodereg runs list` shows them")
-        removed += n
+        found = conn.execute(sa.select(sa.column("uid")).select_from(sa.table("runs")).where(
+            sa.column("uid").startswith(uid, autoescape=True)).limit(2)).scalars().all()
+        exact = [u for u in found if u == uid]
+        if len(exact or found) != 1:
+            what = "no run" if not found else "several runs"
+            raise UserError(f"{what} with uid {uid!r}: `nodereg runs list` shows them")
+        removed += conn.execute(sa.text("DELETE FROM runs WHERE uid = :u"), {"u": (exact or found)[0]}).rowcount
     return removed

@@ -29,6 +29,7 @@ from registry.errors import UserError
 from registry.io.runs_csv import RunRow, check_run, read_runs_csv
 from registry.nodes import ensure_node, find_node_id, require_node_id
 from registry.workload import identity
+from registry.values import command_line
 
 
 def add_runs(conn: sa.Connection, rows: list[RunRow], source: str, provenance: dict | None = None,
@@ -113,8 +114,8 @@ def load_runs(conn: sa.Connection, app: str, node: str) -> pd.DataFrame:
         "SELECT threads, time_s FROM runs WHERE app_id = :a AND node_id = :n AND threads IS NOT NULL "
         "ORDER BY run_id"), {"a": app_id, "n": node_id}).fetchall(), columns=["threads", "time_s"])
     if frame.empty:
-        raise UserError(f"no runs of {app!r} on {node!r} with a thread count: add some with "
-                        f"`nodereg runs add {app} {node} --threads N --time S`")
+        raise UserError(f"no runs of {app!r} on {node!r} with a thread count: add some with " +
+                        command_line("nodereg", "runs", "add", app, node, "--threads", "N", "--time", "S"))
     return frame.astype({"threads": int, "time_s": float})
 
 

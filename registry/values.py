@@ -36,7 +36,9 @@ def finite_json(obj):
 
 def fmt_value(value) -> str:
     """A value as table text: four significant digits, thousands separated, tiny and huge in
-    exponent notation, missing as empty."""
+    exponent notation, times to the second, missing as empty."""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
     value = plain(value)
     if value is None:
         return ""
@@ -45,3 +47,16 @@ def fmt_value(value) -> str:
             return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
         return f"{value:.3e}"
     return str(value)
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 thread`, `2 threads` (`words`: the plural where adding an s is wrong)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def command_line(*words) -> str:
+    """A command to suggest, in backquotes, each word quoted as a POSIX shell needs it (a node called
+    `it's` is written 'it'"'"'s'), so that it can be pasted as it stands."""
+    import shlex
+
+    return "`" + shlex.join(str(w) for w in words) + "`"

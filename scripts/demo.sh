@@ -7,7 +7,11 @@ VENV=${NODEREG_VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e .
+# pip says what it does, one line per package (about a minute on a fresh .venv: numpy, pandas,
+# scipy, scikit-learn, matplotlib, DuckDB), rather than a silent minute
+echo "installing nodereg and its dependencies into $VENV ..."
+"$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -e . |
+    { grep --line-buffered -E '^(Collecting|Installing|Successfully|Requirement already satisfied: nodereg)' || true; }
 NODE=${1:-$(hostname)}
 "$VENV/bin/nodereg" profile "$NODE" --quick
 "$VENV/bin/nodereg" nodes

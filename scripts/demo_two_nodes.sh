@@ -45,11 +45,11 @@ for prog in mem_omp cpu_omp serial; do
     echo "== $prog: trace on 'two', run there $REPEAT times, match, then run on 'one' $REPEAT times" >&2
     "$NODEREG" trace --name "$prog" --node two --out "$WORK/$prog.trace.json" -- "$WORK/$prog" "${ARGS[$prog]}" >/dev/null
     for _ in $(seq "$REPEAT"); do   # the base node's own runs: match uses their median as the base time
-        "$NODEREG" runs add "$prog" two --threads 2 --time "$(wall taskset -c 0,1 "$WORK/$prog" "${ARGS[$prog]}")" >/dev/null
+        "$NODEREG" runs add --new "$prog" two --threads 2 --time "$(wall taskset -c 0,1 "$WORK/$prog" "${ARGS[$prog]}")" >/dev/null
     done
     "$NODEREG" match "$WORK/$prog.trace.json" --json > "$WORK/$prog.match.json"   # before any run on 'one'
     for _ in $(seq "$REPEAT"); do
-        "$NODEREG" runs add "$prog" one --threads 1 --time "$(wall taskset -c 0 "$WORK/$prog" "${ARGS[$prog]}")" >/dev/null
+        "$NODEREG" runs add --new "$prog" one --threads 1 --time "$(wall taskset -c 0 "$WORK/$prog" "${ARGS[$prog]}")" >/dev/null
     done
 done
 

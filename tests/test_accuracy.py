@@ -108,7 +108,7 @@ def _registry(db_url):
 def test_accuracy_of_stored_predictions_against_nodereg_run(cli, db_url):
     _registry(db_url)
     assert_one_line_error(cli("accuracy", "--model", "gbt"), "no measured runs match", "nodereg run NODE")
-    assert cli("runs", "add", "sleepy", "base", "--threads", "1", "--time", "0.25").code == 0
+    assert cli("runs", "add", "--new", "sleepy", "base", "--threads", "1", "--time", "0.25").code == 0
     res = cli("run", "other", "--name", "sleepy", "--repeat", "2", "--", PY, "-c", "import time; time.sleep(0.4)")
     assert res.code == 0, res.err
     res = cli("accuracy", "--json")

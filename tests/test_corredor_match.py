@@ -180,7 +180,7 @@ def test_the_time_per_iteration_follows_the_base_time_not_the_traced_run_alone(c
     10 s), the phase 90% of it, so its time per iteration is 18 s / 4.5e9 = 0.004 us: mbw1c's,
     which wins the tie at index 100 (mbw1p: same access, tpi 50% off) and estimates 18 s on the base."""
     for _ in range(2):
-        assert cli("runs", "add", "mm", "two", "--threads", "2", "--time", "20").code == 0
+        assert cli("runs", "add", "--new", "mm", "two", "--threads", "2", "--time", "20").code == 0
     res = cli("match", "mm", "--model", "corredor", "--json", "--explain", "--no-store")
     assert res.code == 0, res.err
     (phase,) = json.loads(res.out)["phases"]

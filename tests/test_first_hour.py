@@ -2,8 +2,12 @@
 must not create things, removing single facts, a busy host, and match's caveats."""
 
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 import sqlalchemy as sa
@@ -45,7 +49,7 @@ def test_wait_and_db_are_accepted_after_the_subcommand(cli, db_url, tmp_path):
     assert cli("init", "--wait", "1").code == 0
     assert cli("nodes", "--wait", "1").code == 0
     other = tmp_path / "other.duckdb"
-    assert cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", f"--db=duckdb:///{other}").code == 0
+    assert cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new", f"--db=duckdb:///{other}").code == 0
     assert other.exists() and _count(db_url, "SELECT count(*) FROM runs") == 0
 
 
@@ -67,11 +71,22 @@ def test_a_closed_pipe_is_a_quiet_exit_0(db_url):
     assert err == ""
 
 
-def test_runs_add_says_what_it_created(cli, db_url):
-    res = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2")
+def test_runs_add_creates_names_only_when_asked_and_says_how_to_undo(cli, db_url):
+    assert cli("runs", "add", "twophase", "two", "--threads", "1", "--time", "2", "--new").code == 0
+    typo = cli("runs", "add", "twophse", "tow", "--threads", "1", "--time", "2")
+    assert_one_line_error(typo, "unknown app 'twophse' (did you mean 'twophase'?) and node 'tow' (did you mean "
+                                "'two'?): pass --new to create them")
+    assert _count(db_url, "SELECT count(*) FROM nodes") == 1 and _count(db_url, "SELECT count(*) FROM runs") == 1
+    res = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2", "--new")
     assert res.code == 0
-    assert "created app 'foo' and node 'typo-node'" in res.err
-    again = cli("runs", "add", "foo", "typo-node", "--threads", "1", "--time", "2")
+    undo = re.search(r"note: created app 'foo' and node 'typo-node'; `(.+)` and `(.+)` undo it", res.err)
+    assert undo, res.err
+    for command in undo.groups():
+        assert cli(*shlex.split(command)[1:]).code == 0, command
+    assert _count(db_url, "SELECT count(*) FROM nodes WHERE name = 'typo-node'") == 0
+    assert _count(db_url, "SELECT count(*) FROM apps WHERE name = 'foo'") == 0
+    assert _count(db_url, "SELECT count(*) FROM runs") == 1
+    again = cli("runs", "add", "twophase", "two", "--threads", "1", "--time", "2")
     assert again.code == 0 and "created" not in again.err
 
 
@@ -245,3 +260,286 @@ def test_one_memory_bandwidth_in_nodes_roofline_and_report(cli, db_url):
             assert f"memory: {quoted:.3g} GB/s" in [ln.label for ln in lines], name
             assert ("memory bandwidth", f"{quoted:.3g} GB/s ({memory.describe()})") in facts(prof)
     reg.close()
+
+
+# Issue 32: the first hour, second round.
+
+def test_an_app_name_is_looked_up_before_a_file_of_that_name(cli, traced, tmp_path, monkeypatch):
+    """`nodereg trace` names the app after the program: in its build directory `match app` must find
+    the app, not read the executable `./app` as a trace file (and say that both exist)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app").write_bytes(b"\x7fELF\x02\x01\x01\x00\x80\x81")
+    res = cli("match", "app")
+    assert res.code == 0, res.err
+    assert "note: 'app' taken as the app in the registry; for the file of that name write ./app" in res.err
+    rep = cli("report", "match", "app", "--out", str(tmp_path / "m.html"))
+    assert rep.code == 0 and "./app" in rep.err, rep.err
+    assert_one_line_error(cli("match", "./app"), "cannot read trace file")        # a path is a path
+
+
+def test_unknown_traces_are_worded_alike_in_match_and_report(cli, traced, tmp_path):
+    said = [cli(*args, "nosuch").err for args in (("match",), ("report", "match"), ("report", "trace"))]
+    assert said[0] == said[1] == said[2], said
+    assert "unknown trace 'nosuch'" in said[0] and "apps with traces: app" in said[0]
+
+
+def test_db_takes_plain_paths_and_refuses_other_files(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    add = ("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
+    for given, made in (("sub/rel.duckdb", tmp_path / "sub" / "rel.duckdb"),
+                        (str(tmp_path / "abs.duckdb"), tmp_path / "abs.duckdb")):
+        assert cli("--db", given, *add).code == 0
+        assert _count(str(made), "SELECT count(*) FROM runs") == 1, given
+    trace = tmp_path / "twophase.json"
+    trace.write_text('{"version": 1}')
+    for args in (("--db", str(trace), *add), ("--db", "twophase.json", "nodes"), ("--db", "new.json", "nodes")):
+        res = cli(*args)
+        assert_one_line_error(res, "not a valid DuckDB database" if "twophase" in args[1] else "another format")
+    assert trace.read_text() == '{"version": 1}' and not (tmp_path / "new.json").exists()
+    # SQLAlchemy's three slashes are relative: an absolute path meant that way is named, not guessed
+    res = cli("--db", f"duckdb://{tmp_path}/x.duckdb", "nodes")
+    assert_one_line_error(res, f"for {tmp_path}/x.duckdb pass --db {tmp_path}/x.duckdb")
+    assert "registry " + str(tmp_path / "abs.duckdb") in cli("--db", str(tmp_path / "abs.duckdb"), "init").out
+
+
+_NUMBER = re.compile(r"-?\d[\d,.]*(?:e[-+]\d+)?")
+
+
+def _header_lines(text: str) -> list[str]:
+    lines, inside = [], False
+    for line in text.splitlines():
+        inside = (inside or line.startswith("┏")) and not line.startswith("┡")
+        if inside and line.startswith("┃"):
+            lines.append(line)
+    return lines
+
+
+def _assert_fits_80(wide: str, narrow: str, what, numbers: bool = True) -> None:
+    """`narrow`'s tables (80 columns) fit, and hold every number and every header word of `wide` whole
+    (prose lines around them, such as match's phases, are the terminal's to wrap)."""
+    assert all(len(line) <= 80 for line in narrow.splitlines() if re.search("[│┃┏┗└┡]", line)), (what, narrow)
+    missing = Counter(_NUMBER.findall(wide)) - Counter(_NUMBER.findall(narrow))
+    assert not (numbers and missing), (what, missing, narrow)
+    words = {w for line in _header_lines(wide) for w in re.findall(r"[^\W_]+", line)}
+    split = words - {w for line in _header_lines(narrow) for w in re.findall(r"[^\W_]+", line)}
+    assert not split, (what, split, narrow)
+
+
+def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch):
+    for threads, seconds in ((1, 40.0), (2, 21.5), (2, 22.0), (4, 12.5)):
+        cli("runs", "add", "app", "b", "--threads", str(threads), "--time", str(seconds))
+    cli("runs", "add", "app", "fast", "--threads", "2", "--time", "15.25")
+    assert cli("match", "app").code == 0
+    commands = [("nodes",), ("nodes", "show", "b"), ("traces",), ("apps",), ("runs", "list"), ("match", "app"),
+                ("match", "app", "--explain", "--no-store"), ("models",), ("models", "similarity"), ("health",),
+                ("accuracy",), ("scaling", "app", "--node", "b", "--predict", "4,8"), ("inventory",), ("doctor",),
+                ("sql", "SELECT node, config_key, bandwidth_gbs, gflops, latency_ns FROM v_profile "
+                        "ORDER BY node, config_key LIMIT 5")]
+    for args in commands:
+        monkeypatch.setenv("COLUMNS", "300")
+        wide = cli(*args)
+        monkeypatch.setenv("COLUMNS", "80")
+        narrow = cli(*args)
+        assert wide.code == narrow.code and narrow.code in ((0, 1) if args == ("doctor",) else (0,)), (args, narrow.err)
+        assert "┃" in narrow.out, args      # (two renderings of the same rows: every query is ordered)
+        listing = args == ("models",)     # one line per model: descriptions are cut (`models NAME` has them)
+        _assert_fits_80(wide.out, narrow.out, args, numbers=not listing)
+        if listing:
+            assert narrow.out.count("│") == narrow.out.count("…") * 5 > 40, narrow.out
+
+
+def test_a_wide_table_is_split_not_squeezed(capsys, monkeypatch):
+    """Numbers do not wrap and header names break only at `_`: more columns than 80 characters hold
+    go on in a second table led by the first column; uids are shown as 8 characters."""
+    from registry.cli.output import print_table
+
+    rows = [{"kernel": f"k{i}", "uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+             **{f"memory_triad_gbs_{t}_threads": 1234.5678 * i + t / 7 for t in range(1, 9)},
+             "note": "a text cell that may wrap at its spaces"} for i in range(1, 4)]
+    monkeypatch.setenv("COLUMNS", "300")
+    print_table(rows, title="bandwidth")
+    wide = capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "80")
+    print_table(rows, title="bandwidth")
+    narrow = capsys.readouterr().out
+    _assert_fits_80(wide, narrow, "wide table")
+    assert "bandwidth (continued)" in narrow and narrow.count("│ k2 ") >= 2
+    assert "0f1e2d3c " in narrow and "0f1e2d3c-" not in narrow
+
+
+def test_match_warnings_are_said_once_per_group_of_nodes_in_words():
+    from registry.cli.match_output import summarise_warnings
+
+    key = 'mbw1c|{"streams": [[2048, 8, "f64", "C", "seq"]]}'
+    nodes = [f"n{i}" for i in range(11)]
+    warnings = [f"phase {p}: config {key} has no time on {n}; projected with the remainder"
+                for n in nodes[1:] for p in ("solve", "io")]
+    warnings += [f"{n}: its profile was measured on a busy host; its interval widened x2.4" for n in ("n1", "n2")]
+    warnings += ["n1: some phases could not be projected"]
+    said = summarise_warnings(warnings, nodes)
+    assert len(said) == 3, said
+    assert said[0] == ("10 nodes (n1, n2, n3, ...): phases solve, io: config mbw1c: 1 stream: 2048 f64, stride 8 B, "
+                       "shared, seq has no time there; projected with the remainder")
+    assert said[1] == "n1, n2: its profile was measured on a busy host; its interval widened x2.4"
+    assert not any("{" in w or "|" in w for w in said)
+
+
+def test_nodes_whose_intervals_overlap_share_a_rank(cli, traced, db_url):
+    from types import SimpleNamespace
+
+    from registry.cli.match_output import tied_ranks
+
+    def node(name, rank, v, lo, hi):
+        return SimpleNamespace(node=name, rank=rank, predicted_s=v, low_s=lo, high_s=hi, cost=None)
+
+    ranked = [node("a", 1, 10.0, 9.0, 11.0), node("b", 2, 10.2, 9.1, 11.3), node("c", 3, 10.3, 9.5, 11.0),
+              node("d", 4, 20.0, 18.0, 22.0)]
+    assert tied_ranks(ranked, "time") == (["1=", "1=", "1=", "4"], [["a", "b", "c"]])
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        profile_at_speeds(conn, "quad", 2, base=False)     # the same speeds as the base node b
+    reg.close()
+    res = cli("match", "app", "--no-store")
+    assert "tie: b, quad: each one's prediction lies inside the other's interval" in res.out, res.out
+    assert re.search(r"│ 2= +│ (b|quad) ", res.out) and not re.search(r"│ 3 +│", res.out), res.out
+
+
+def test_suggested_commands_are_shell_quoted(cli, db_url):
+    from registry.nodes import ensure_node
+    from registry.values import command_line
+
+    assert command_line("nodereg", "profile", "it's") == "`nodereg profile 'it'\"'\"'s'`"
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        ensure_node(conn, "it's", source="runs")
+    reg.close()
+    assert_one_line_error(cli("report", "node", "it's"), "run `nodereg profile 'it'\"'\"'s'` first")
+
+
+def test_mistyped_command_lines_exit_2(cli, db_url):
+    for args in (("trace", "--name", "x", "--"), ("run", "n", "--"),
+                 ("runs", "add", "a", "n", "--threads", "0", "--time", "1"), ("profile", "n", "--threads", "0")):
+        res = cli(*args)
+        assert res.code == 2, (args, res)
+        assert len(res.err.strip().splitlines()) == 1 and res.err.startswith("error:"), res.err
+    assert _count(db_url, "SELECT count(*) FROM nodes") == 0
+
+
+def test_an_empty_registry_is_described_not_an_error(cli, db_url):
+    res = cli("accuracy")
+    assert res.code == 0 and res.out == "" and "no predictions yet" in res.err, res
+    assert json.loads(cli("accuracy", "--json").out) == {"cells": [], "sets": [], "summary": []}
+    res = cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
+    assert "on n, 1 thread, 2 s" in res.out, res
+
+
+def test_export_replaces_a_bundle_only_with_force(cli, db_url, tmp_path):
+    cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
+    for out in (tmp_path / "b.zip", tmp_path / "bdir"):
+        assert cli("export", str(out)).code == 0
+        assert_one_line_error(cli("export", str(out)), "already exists", "--force")
+        cli("runs", "add", "a", "n", "--threads", "2", "--time", "1")
+        assert cli("export", str(out), "--force").code == 0, out
+        assert cli("--db", str(tmp_path / f"{out.stem}.duckdb"), "import", "bundle", str(out)).code == 0
+        assert _count(str(tmp_path / f"{out.stem}.duckdb"), "SELECT count(*) FROM runs") == \
+            _count(db_url, "SELECT count(*) FROM runs")
+    other = tmp_path / "notes.zip"
+    other.write_text("mine")
+    assert_one_line_error(cli("export", str(other), "--force"), "not a nodereg bundle")
+    assert other.read_text() == "mine"
+
+
+def test_library_warnings_do_not_reach_the_terminal(cli, db_url, traced):
+    """numpy's `All-NaN slice` and scikit-learn's warnings leaked into `evaluate`; a command's own words
+    are what users see (NODEREG_DEBUG=1 shows them). A real process: pytest records warnings itself."""
+    cli("match", "app")
+    cli("runs", "add", "app", "fast", "--threads", "2", "--time", "9")
+    script = ("import sys, numpy as np; from registry import accuracy; real = accuracy.assess\n"
+              "def assess(frame):\n    np.nanmedian(np.array([np.nan]))\n    return real(frame)\n"
+              "accuracy.assess = assess; sys.argv = ['nodereg', 'accuracy']\n"
+              "from registry.cli import main; main()")
+    for debug, shown in (("", False), ("1", True)):
+        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "NODEREG_DB": db_url, "NODEREG_DEBUG": debug})
+        assert res.returncode == 0, res.stderr
+        assert ("All-NaN" in res.stderr) is shown, res.stderr
+
+
+def test_writers_wait_a_little_by_default_and_say_so(cli, db_url, tmp_path):
+    """Two loops of `runs add` on one DuckDB file failed 6 times in 25 each without --wait: a write
+    now waits (10 s by default) for a registry another process holds, and says that it waits."""
+    assert cli("init").code == 0
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('locked', flush=True); time.sleep(1.5)", str(tmp_path / "registry.duckdb")],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    res = cli("runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new")
+    holder.wait()
+    assert res.code == 0, res.err
+    assert f"is in use by another process (PID {holder.pid}" in res.err and "waiting up to 10 s" in res.err
+    assert _count(db_url, "SELECT count(*) FROM runs") == 1
+
+
+def test_wait_idle_says_that_it_waits_and_when_the_host_calmed_down(cli, db_url, binary, monkeypatch):
+    """`profile --wait-idle 8` printed nothing for 8.8 s: now a line when the wait starts (with why),
+    a countdown at a terminal, and a line when it ends."""
+    calls = []
+
+    def measurers():
+        calls.append(1)
+        return ["4242 nodereg profile other"] if len(calls) <= 2 else []
+
+    monkeypatch.setattr(load, "other_measurers", measurers)
+    monkeypatch.setattr(load.CpuMeter, "read", lambda self: 0.0)
+    res = cli("profile", "n", *PEAK, "--wait-idle", "30")
+    assert res.code == 0, res.err
+    assert "the host is busy (another nodereg measurement is running (4242 nodereg profile other)): waiting up " \
+           "to 30 s for it to calm down (--wait-idle)" in res.err
+    assert "the host is idle now: profiling" in res.err and "warning" not in res.err, res.err
+
+
+def test_a_node_is_not_redefined_by_other_cpus_unless_asked(cli, db_url, binary, monkeypatch):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    monkeypatch.setattr(load, "other_measurers", lambda: [])
+    assert cli("profile", "cn", *PEAK, "--cpus", str(cpus[0])).code == 0
+    assert cli("profile", "cn", *PEAK, "--cpus", str(cpus[1])).code == 0          # the same count: another host's CPU
+    res = cli("profile", "cn", *PEAK, "--cpus", f"{cpus[0]},{cpus[1]}")
+    assert_one_line_error(res, "node 'cn' was profiled on 1 CPU", "would measure 2 CPUs", "--redefine")
+    assert _count(db_url, "SELECT count(*) FROM profiles") == 2
+    assert cli("profile", "cn", *PEAK, "--cpus", f"{cpus[0]},{cpus[1]}", "--redefine").code == 0
+    assert _count(db_url, "SELECT n_cpus FROM nodes WHERE name = 'cn'") == 2
+
+
+def test_profile_quotes_the_memory_bandwidth_nodes_quotes(cli, db_url, binary, monkeypatch):
+    """Node `two`'s memory bandwidth was 26.2 in `nodes`, 35.44 in the profile summary: the profile
+    now says the one figure `nodes` and the reports quote, and its table says what its cells are."""
+    monkeypatch.setattr(load, "other_measurers", lambda: [])
+    res = cli("profile", "m", "--quick", "--kernels", "triad", "--threads", "1", "--reps", "2")
+    assert res.code == 0, res.err
+    quoted = json.loads(cli("nodes", "--json").out)[0]["memory_triad_gbs"]
+    assert f"memory bandwidth: {quoted:.3g} GB/s (triad, 1 thread, largest working set" in res.out, res.out
+    assert "the best over each level's working sets" in res.out
+
+
+def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
+    """A two-loop program's trace held 3 OpenMP regions and 3 segments, and match used one set, then
+    the other, without a word: it now names the set, its coverage and the rule."""
+    from registry.io.tracefile import Phase
+
+    trace = three_phase_trace()
+    trace.phases.append(Phase("main._omp_fn.0", "omp", 0, 10, 10 / 21, 10.0,
+                              signature={"proc": {"cpu_util": 1.98, "wss_llc": 0.01}}))
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, trace)
+    reg.close()
+    res = cli("match", "app", "--no-store")
+    assert res.code == 0, res.err
+    said = " ".join(res.out.split())
+    assert "phases: 3 phases from change points of the samples, covering 100% of the run (other sets: OpenMP " \
+           "regions 48%); the set covering the most is used" in said, res.out

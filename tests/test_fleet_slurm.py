@@ -74,11 +74,19 @@ def test_a_fleet_lands_in_postgresql_and_health_flags_the_degraded_host(cli, tmp
     (health,) = json.loads(cli("--db", pg_url, "health", "e2e", "--json").out)
     by_host = {h["host"]: h for h in health["hosts"]}
     assert set(by_host) == {*HOSTS, "h4-degraded"}
-    # FP peak is steady from run to run (a few %): the degraded host stands out by far. Memory bandwidth
-    # on a shared test machine varies by +-20% between runs, too much for a 3.5-MAD verdict on 4 hosts:
-    # there the degraded host is only the lowest (tests/test_health.py flags it where peers agree)
-    assert "fp64_peak_gflops" in by_host["h4-degraded"]["flags"], health
-    assert min(by_host.values(), key=lambda h: h["deviation"]["memory_triad_gbs"])["host"] == "h4-degraded"
+    # The three real hosts are measured on this machine, whose load moves any figure by +-20% or more
+    # between runs (on a busy machine the FP peak too, not only memory bandwidth), and which figure it
+    # moves is chance. What holds whatever the noise: the degraded host is below the host it copies on
+    # every figure (higher latency, lower rates), and a figure on which the real hosts agree within 10% flags it (its 60% drop is
+    # then beyond 3.5 scaled MADs of the four hosts, and beyond 10% of their median).
+    degraded, source = by_host["h4-degraded"], by_host["h1"]
+    for figure, value in degraded["values"].items():
+        worse = value > source["values"][figure] if "latency" in figure else value < source["values"][figure]
+        assert worse, (figure, health)
+        peers = [by_host[h]["values"][figure] for h in HOSTS]
+        if max(peers) <= 1.10 * min(peers):
+            assert figure in degraded["flags"], (figure, peers, health)
+    assert set(degraded["flags"]) <= set(degraded["values"]), health
     table = cli("--db", pg_url, "health", "e2e")
     assert table.code == 0 and "e2e: 4 host(s)" in table.out   # (the real hosts' noise is the machine's)
 

@@ -20,7 +20,7 @@ def test_second_writer_gets_clear_message_then_waits(cli, tmp_path, db_url):
     assert cli("init").code == 0
     holder = _holder(path, 30)
     try:
-        res = cli("nodes")
+        res = cli("--wait", "0", "nodes")
         assert_one_line_error(res, "in use by another process", f"PID {holder.pid}", "--wait")
     finally:
         holder.kill()

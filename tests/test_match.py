@@ -170,7 +170,7 @@ def test_match_on_duckdb_does_not_import_pandas(db_url, registry):
 def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", "app", "--model", "nope"), "unknown model 'nope'")
     assert_one_line_error(cli("match", "app", "--model", "downey"), "no runs of 'app' on 'b'")
-    assert_one_line_error(cli("match", "nothing-like-this"), "no trace")
+    assert_one_line_error(cli("match", "nothing-like-this"), "unknown trace")
     assert_one_line_error(cli("match", "app", "--nodes", "fast,ghost"), "ghost")
     other = three_phase_trace(node="ghost")
     assert_one_line_error(cli("match", str(write_trace(other, tmp_path / "g.json"))), "--base NODE")
@@ -194,7 +194,7 @@ def test_uid_prefix_is_literal(db_url, registry):
             store.save(conn, trace)
         assert find_trace(conn, "x_").uid == "x_1"
         for text in ("%", "_", "x%"):
-            with pytest.raises(UserError, match="no trace"):
+            with pytest.raises(UserError, match="unknown trace"):
                 find_trace(conn, text)
     reg.close()
 
@@ -232,7 +232,7 @@ def test_scaling_model_extends_the_projection_to_more_cores(cli, db_url, registr
     reg.close()
     # the app on b: 40 s on 1 thread, 21 s on 2 (as traced): Amdahl's serial fraction 0.05
     for threads, time_s in ((1, 40.0), (2, 21.0)):
-        assert cli("runs", "add", "app", "b", "--threads", str(threads), "--time", str(time_s)).code == 0
+        assert cli("runs", "add", "--new", "app", "b", "--threads", str(threads), "--time", str(time_s)).code == 0
     res = cli("match", "app", "--model", "amdahl", "--json")
     assert res.code == 0, res.err
     out = json.loads(res.out)
@@ -275,11 +275,11 @@ def test_looks_at_an_unchanged_registry_store_one_set(cli, db_url, registry):
     (first,) = _sets(db_url)
     assert first[:2] == ("similarity", f"{__version__}+weights{WEIGHTS_VERSION}") and first[3] == 3
     # a run on another node is not an input of this prediction
-    assert cli("runs", "add", "app", "fast", "--threads", "2", "--time", "9").code == 0
+    assert cli("runs", "add", "--new", "app", "fast", "--threads", "2", "--time", "9").code == 0
     assert cli("match", "app").code == 0
     assert _sets(db_url) == [first]
     # a run on the base node (the base time) and a newly profiled node are: a new set each
-    assert cli("runs", "add", "app", "b", "--threads", "2", "--time", "20").code == 0
+    assert cli("runs", "add", "--new", "app", "b", "--threads", "2", "--time", "20").code == 0
     assert cli("match", "app", "--json").code == 0
     reg = open_registry(db_url)
     with reg.begin() as conn:
@@ -319,7 +319,7 @@ def test_v_predictions_names_the_trace_and_base_and_compares_runs_at_the_same_th
     uid = _populate(db_url)
     for node, threads, time_s in (("b", 1, 40.0), ("b", 2, 21.0), ("b", 2, 23.0), ("one", 1, 41.0),
                                   ("one", 2, 30.0), ("one", 2, 31.0)):
-        assert cli("runs", "add", "app", node, "--threads", str(threads), "--time", str(time_s)).code == 0
+        assert cli("runs", "add", "--new", "app", node, "--threads", str(threads), "--time", str(time_s)).code == 0
     assert cli("match", "app").code == 0
     assert cli("match", str(write_trace(three_phase_trace(), tmp_path / "file.json"))).code == 0  # not in the registry
     rows = _query(db_url, "SELECT trace_uid, base_node, node, threads, measured_runs, measured_s, abs_rel_error, "
@@ -348,8 +348,8 @@ def _during_projection(monkeypatch, action) -> list:
 
 def _writes_meanwhile(db_url) -> str:
     """Another process adds a run; on PostgreSQL, also what this process holds open then."""
-    res = subprocess.run([sys.executable, "-m", "registry", "--db", db_url, "runs", "add", "other", "b", "--threads",
-                          "1", "--time", "1"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "-m", "registry", "--db", db_url, "runs", "add", "--new", "other", "b",
+                          "--threads", "1", "--time", "1"], capture_output=True, text=True, timeout=120)
     if res.returncode:
         return res.stderr
     if db_url.startswith("postgresql"):

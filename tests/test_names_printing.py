@@ -63,7 +63,7 @@ def base_node(db_url: str) -> None:
 def test_nodes_runs_and_sql_print_names_as_data(cli, wide, name):
     assert cli("init").code == 0
     assert_one_line_error(cli("nodes", "show", name), f"unknown node {name!r}")
-    added = cli("runs", "add", name, name, "--threads", "2", "--time", "1.5")
+    added = cli("runs", "add", "--new", name, name, "--threads", "2", "--time", "1.5")
     assert added.code == 0, added.err
     assert f": {name} on {name}, 2 threads, 1.5 s\n" in added.out
     for args in (["nodes"], ["nodes", "show", name], ["runs", "list"], ["runs", "list", "--node", name],
@@ -96,7 +96,7 @@ def test_import_runs_names_the_new_names_as_data(cli, tmp_path):
     path.write_text('app,node,threads,time_s\n"[red]x[/red]","cn[01-04]",1,2.5\n')
     res = cli("import", "runs", path)
     assert res.code == 0, res.err
-    assert res.out == f"imported 1 runs from {path} (new apps: [red]x[/red]; new nodes: cn[01-04])\n"
+    assert res.out == f"imported 1 run from {path} (new apps: [red]x[/red]; new nodes: cn[01-04])\n"
 
 
 @pytest.mark.parametrize("name", ["app[/]", ":x:"])
@@ -127,7 +127,7 @@ def test_profile_shows_the_node_name_in_progress_and_summary(cli, db_url, binary
 
 def test_scaling_titles_name_app_and_node(cli, wide):
     for threads in (1, 2, 4, 8):
-        assert cli("runs", "add", ":x:", "cn[/]", "--threads", threads, "--time", 2 + 16 / threads).code == 0
+        assert cli("runs", "add", "--new", ":x:", "cn[/]", "--threads", threads, "--time", 2 + 16 / threads).code == 0
     res = cli("scaling", ":x:", "--node", "cn[/]", "--model", "amdahl", "--predict", "16")
     assert res.code == 0, res.err
     assert ":x: on cn[/] (amdahl)" in res.out
@@ -138,8 +138,8 @@ def _entries(name: str, tmp_path) -> dict[str, list[str]]:
     path = tmp_path / "runs.csv"
     with path.open("w", newline="") as f:
         csv.writer(f).writerows([("app", "node", "threads", "time_s"), ("lu", name, 1, 2)])
-    return {"runs add app": ["runs", "add", name, "n1", "--threads", "1", "--time", "1"],
-            "runs add node": ["runs", "add", "lu", name, "--threads", "1", "--time", "1"],
+    return {"runs add app": ["runs", "add", "--new", name, "n1", "--threads", "1", "--time", "1"],
+            "runs add node": ["runs", "add", "--new", "lu", name, "--threads", "1", "--time", "1"],
             "import runs": ["import", "runs", str(path)],
             "profile": ["profile", name, *FAST_PROFILE],
             "trace": ["trace", "--name", name, "--node", "n1", "--", sys.executable, "-c", "pass"]}

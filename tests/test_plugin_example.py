@@ -45,7 +45,7 @@ def test_passes_check_model():
 
 def test_scaling_uses_it_with_an_option(cli):
     for n in (1, 2, 4, 8):
-        assert cli("runs", "add", "app", "n1", "--threads", str(n), "--time", str(80.0 / n)).code == 0
+        assert cli("runs", "add", "--new", "app", "n1", "--threads", str(n), "--time", str(80.0 / n)).code == 0
     free = json.loads(cli("scaling", "app", "--node", "n1", "--model", NAME, "--predict", "16", "--json").out)
     capped = cli("scaling", "app", "--node", "n1", "--model", NAME, "--predict", "16", "--option",
                  "max_exponent=0.5", "--json", "--save")
@@ -66,7 +66,7 @@ def test_match_combines_it_with_the_projection_with_an_option(cli, db_url):
         store.save(conn, three_phase_trace())
     reg.close()
     for threads, time_s in ((1, 40.0), (2, 21.0)):   # the app on b: T ~ n^-0.93
-        assert cli("runs", "add", "app", "b", "--threads", str(threads), "--time", str(time_s)).code == 0
+        assert cli("runs", "add", "--new", "app", "b", "--threads", str(threads), "--time", str(time_s)).code == 0
     res = cli("match", "app", "--model", NAME, "--option", "max_exponent=0.5", "--json")
     assert res.code == 0, res.err
     out = json.loads(res.out)

@@ -28,12 +28,12 @@ def test_models_lists_the_plugins(cli):
 
 @both_backends
 def test_runs_add_and_list(cli):
-    res = cli("runs", "add", "lu", "n1", "--threads", "4", "--time", "12.5")
+    res = cli("runs", "add", "--new", "lu", "n1", "--threads", "4", "--time", "12.5")
     assert res.code == 0, res.err
     assert "lu on n1, 4 threads, 12.5 s" in res.out
     listed = json.loads(cli("runs", "list", "--app", "lu", "--json").out)
     assert [(r["node"], r["threads"], r["time_s"]) for r in listed] == [("n1", 4, 12.5)]
-    assert_one_line_error(cli("runs", "add", "lu", "n1", "--threads", "4", "--time", "-3"), "time_s")
+    assert_one_line_error(cli("runs", "add", "--new", "lu", "n1", "--threads", "4", "--time", "-3"), "time_s")
     assert_one_line_error(cli("runs", "list", "--app", "nope"), "unknown app 'nope'")
 
 

@@ -36,3 +36,15 @@ def test_short_blips_are_merged():
     cpu = [1.0] * 20 + [0.0] * 2 + [1.0] * 20  # a 0.2 s stall is no phase (min 3 intervals)
     samples = [{"t_s": (i + 1) * 0.1, "cpu_util": c} for i, c in enumerate(cpu)]
     assert len(phases.auto_phases(samples, 4.2, 0.1)) == 1
+
+
+def test_near_identical_segments_are_one_phase():
+    """A long uniform run whose CPU use drifts by a fraction of its sample-to-sample noise (xz -T2 gave
+    7 segments): one phase. A step of many noise levels stays a boundary."""
+    rng = np.random.default_rng(3)
+    cpu = np.concatenate([np.full(300, 2.0), np.full(300, 1.93), np.full(300, 2.0)]) + rng.normal(0, 0.01, 900)
+    samples = [{"t_s": (i + 1) * 0.1, "cpu_util": c} for i, c in enumerate(cpu)]
+    assert len(phases.auto_phases(samples, 90.0, 0.1)) == 1
+    cpu[300:600] -= 1.0
+    samples = [{"t_s": (i + 1) * 0.1, "cpu_util": c} for i, c in enumerate(cpu)]
+    assert len(phases.auto_phases(samples, 90.0, 0.1)) == 3

@@ -8,6 +8,7 @@ stdout (`nodereg sql ... | head`) as a quiet exit 0, interrupts as `error: inter
 
 import os
 import sys
+import warnings
 
 import typer
 from rich.text import Text
@@ -57,7 +58,11 @@ def _quiet_stdout() -> None:
 def _run(args: list[str]) -> int:
     command = typer.main.get_command(app)
     plain_flags(command)
-    with command.make_context(_prog_name(), args) as ctx:
+    with command.make_context(_prog_name(), args) as ctx, warnings.catch_warnings():
+        # numpy's and scikit-learn's warnings (`All-NaN slice`, `DataConversionWarning`) speak of their
+        # internals, not of anything a user did; nodereg says what matters in its own words
+        if not os.environ.get("NODEREG_DEBUG"):
+            warnings.simplefilter("ignore")
         command.invoke(ctx)
     return 0
 

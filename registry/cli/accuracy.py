@@ -1,9 +1,10 @@
 """`nodereg accuracy [APP]`: stored predictions against the runs measured since (registry/accuracy.py)."""
 
+import sqlalchemy as sa
 import typer
 
 from registry.cli.app import app, current_reader, state
-from registry.cli.output import print_json, print_table
+from registry.cli.output import err_console, print_json, print_table
 
 
 def _pct(value) -> str | None:
@@ -26,6 +27,13 @@ def accuracy(
     from registry import accuracy as acc
 
     with current_reader(state(ctx), "accuracy").connect() as conn:
+        if app_name is None and model is None and not conn.execute(sa.text("SELECT count(*) FROM predictions")).scalar():
+            if as_json:      # nothing stored yet: a state to describe, as `nodereg traces` does, not an error
+                print_json({"cells": [], "sets": [], "summary": []})
+            else:
+                err_console.print("no predictions yet: `nodereg match APP` stores them, `nodereg run NODE -- CMD` "
+                                  "measures the runs they are compared with")
+            return
         result = acc.assess(acc.load(conn, app_name, model, all_runs=all_runs))
     if as_json:
         print_json(result.to_dict())

@@ -179,7 +179,7 @@ def sql(
     elif fmt is Format.json:
         print_json([dict(zip(columns, r)) for r in rows])
     else:
-        print_table([dict(zip(columns, r)) for r in rows], columns)
+        print_table([dict(zip(columns, r)) for r in rows], columns, short_uids=False)
 
 
 @app.command()

@@ -30,13 +30,14 @@ def parse_size(text: str, option: str) -> int:
 
 
 @app.command("export")
-def export(ctx: typer.Context, path: Path = typer.Argument(..., help="New directory, or a file ending in .zip.")) -> None:
+def export(ctx: typer.Context, path: Path = typer.Argument(..., help="New directory, or a file ending in .zip."),
+           force: bool = typer.Option(False, "--force", help="Replace an existing bundle at PATH.")) -> None:
     """Export the registry as a bundle (Parquet tables + manifest)."""
     from registry.io.bundle import export_bundle
 
     reg = state(ctx).registry(readonly=True)
     with reg.connect() as conn:
-        manifest = export_bundle(conn, path)
+        manifest = export_bundle(conn, path, replace=force)
     rows = sum(manifest["tables"].values())
     console.print(f"exported {rows} rows in {len(manifest['tables'])} tables to {path} "
                   f"(schema {manifest['schema_version']})")

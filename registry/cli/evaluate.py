@@ -193,7 +193,8 @@ def evaluate_cmd(
         return
     table = [{"model": r["model"], "apps": r["apps"], "MAPE %": r["mape_pct"], "med APE %": r["median_ape_pct"],
               "top-1 %": r["top1_pct"], "top-3 %": r["top3_pct"], "regret %": r["regret_pct"],
-              "cost regret %": r["cost_regret_pct"], "s": r["seconds"], "error": r["error"]} for r in rows]
+              "cost regret %": r["cost_regret_pct"], "s": r["seconds"],
+              "error": r["error"] and "failed (see below)"} for r in rows]
     columns = ["model", "apps", "MAPE %", "med APE %", "top-1 %", "top-3 %", "regret %",
                *(["cost regret %"] if data.prices is not None else []), "s"]
     print_table(table, columns + (["error"] if any(r["error"] for r in rows) else []),
@@ -215,3 +216,6 @@ def evaluate_cmd(
                           f"MAPE {_pct(noise['mape'])}%, median {_pct(noise['median_ape'])}%")
     for line in skipped:
         err_console.print(f"not evaluated: {line}")
+    for r in rows:
+        if r["error"]:
+            err_console.print(f"{r['model']} failed: {' '.join(str(r['error']).split())[:300]}")

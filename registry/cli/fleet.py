@@ -14,6 +14,7 @@ from registry.cli.output import console, err_console, print_json, print_table
 from registry.db import mask, resolve_url
 from registry.errors import UserError
 from registry.health import MIN_DEVIATION, THRESHOLD
+from registry.values import command_line
 
 fleet_app = typer.Typer(help="Profile a node type on every host of a Slurm cluster; follow and collect the jobs.",
                         no_args_is_help=True)
@@ -98,7 +99,7 @@ def submit(
     job_id = submit_mod.submit(job)
     console.print(Text(f"submitted job {job_id}: {len(hosts)} task(s) profiling {node} on "
                        f"{', '.join(hosts[:8])}{' ...' if len(hosts) > 8 else ''}; logs in {job.log_dir}. "
-                       f"Follow it with `nodereg fleet status {job_id}`"))
+                       f"Follow it with {command_line('nodereg', 'fleet', 'status', job_id)}"))
 
 
 @fleet_app.command("status")

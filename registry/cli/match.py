@@ -3,13 +3,16 @@
 import typer
 
 from registry.cli.app import app, current_reader, model_options_flag, state
-from registry.cli.output import console, err_console, print_json, print_table
+from registry.cli.match_output import names, phase_set_said, summarise_warnings, tied_ranks
+from registry.cli.output import console, err_console, print_json, print_table, say
 
 
 @app.command()
 def match(
     ctx: typer.Context,
-    trace: str = typer.Argument(..., help="Trace file (nodereg trace --out), trace id (or prefix), or app name."),
+    trace: str = typer.Argument(..., help="App name (its latest trace), trace uid (or prefix), or trace file "
+                                                    "(nodereg trace --out; read as a file when it contains / or ends "
+                                                    "in .json)."),
     base: str = typer.Option(None, "--base", help="Base node (default: the node the trace was recorded on)."),
     nodes: str = typer.Option(None, "--nodes", help="Comma-separated target nodes (default: every profiled node)."),
     model: str = typer.Option("similarity", "--model", "-m",
@@ -70,6 +73,8 @@ def match(
     st = state(ctx)
     with current_reader(st, "match").connect() as conn:
         found = find_trace(conn, trace)
+        if found.note:
+            err_console.print(f"note: {found.note}")
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
                              exclude=tuple(exclude or ()))
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
@@ -95,26 +100,37 @@ def match(
         print_json({**result.to_dict(explain=explain), "suite": inputs.suite, "excluded_references": list(inputs.exclude),
                     "caveats": [c.to_dict() for c in caveats]})
         return
-    rows = [{"rank": n.rank, "node": n.node, "predicted_s": n.predicted_s,
+    shown, ties = tied_ranks(result.nodes, result.objective)
+    rows = [{"rank": r, "node": n.node, "predicted_s": n.predicted_s,
              "interval_s": f"{n.low_s:.3g} - {n.high_s:.3g}", "speedup": n.speedup, "threads": n.threads,
-             **_cost_columns(n)} for n in result.nodes]
+             **_cost_columns(n)} for r, n in zip(shown, result.nodes)]
+    if all(n.cost is None for n in result.nodes):     # no prices: no empty cost columns
+        rows = [{k: v for k, v in r.items() if not k.startswith("cost")} for r in rows]
     suite_note = f", suite {inputs.suite}" if inputs.suite != "nodereg" else ""
     print_table(rows, title=f"{result.app} on {result.base}: {_base_time(inputs)}, "
                             f"model {result.model}{suite_note}, coverage {result.coverage:.0%}, by {result.objective}")
+    for tie in ties:
+        say(f"tie: {names(tie)}: each one's prediction lies inside the other's interval; the difference is "
+            "within the uncertainty, so they share a rank")
     for x in result.excluded:
         err_console.print(f"left out: {x['node']}: {x['reason']}")
     if inputs.calibration is not None:
         console.print(inputs.calibration.describe())
+    said = phase_set_said(inputs.found.trace.phases, inputs.phases)
+    if said:
+        say(said)
     for phase in result.phases:
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
-            ("waits, not computing: same time everywhere" if phase.mode == "idle" else "")
+            ("waits, not computing: same time everywhere" if phase.mode == "idle" else
+             "none (no microbenchmark config resembles it): its base time is kept on every node")
         serial = f", {phase.serial_share:.0%} of it on one CPU" if 0 < phase.serial_share < 1 else ""
         by = f" (projected by {phase.projected_by})" if phase.projected_by else ""
         console.print(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest{by}: {reason}")
         if explain:
             print_table([{"node": n, "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
                           "threads": phase.threads.get(n)} for n, p in phase.predictions.items()])
-    for w in result.warnings:
+    for w in summarise_warnings(result.warnings, [result.base, *(n.node for n in result.nodes),
+                                                  *(x["node"] for x in result.excluded)]):
         err_console.print(f"warning: {w}")
 
 

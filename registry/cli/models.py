@@ -6,15 +6,19 @@ starts fast.
 
 from __future__ import annotations
 
+import difflib
 import re
+import sys
 from pathlib import Path
 
 import sqlalchemy as sa
 import typer
 
 from registry.cli.app import app, import_app, model_options_flag, state
-from registry.cli.output import console, err_console, print_json, print_table
+from registry.cli.output import console, err_console, print_json, print_table, say
+from registry.db.names import check_name
 from registry.errors import UserError
+from registry.values import command_line, plural
 
 SCALING_MODELS = ("downey", "loglog", "amdahl", "usl", "ensemble")
 DEFAULT_SCALING_MODEL = "downey"   # lowest median error on the real series (docs/models.md)
@@ -37,7 +41,9 @@ def models_command(name: str = typer.Argument(None, metavar="[NAME]", help="Show
     if as_json:
         print_json({"models": rows, "warnings": warnings})
     else:
-        print_table(rows, ["name", "kind", "version", "needs", "description"], empty="no models installed")
+        print_table(rows, ["name", "kind", "version", "description"], empty="no models installed",
+                    one_line=["description"])
+        err_console.print("`nodereg models NAME`: what a model needs, its whole description and its options")
     for w in warnings:
         err_console.print(f"warning: {w}", style="yellow", soft_wrap=True)
 
@@ -63,25 +69,49 @@ app.add_typer(runs_app, name="runs")
 
 @runs_app.command("add")
 def runs_add(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP", help="Application name."),
-             node: str = typer.Argument(..., help="Node name (created if new)."),
-             threads: int = typer.Option(..., "--threads", help="Threads (or processes) the run used."),
+             node: str = typer.Argument(..., help="Node name."),
+             threads: int = typer.Option(..., "--threads", min=1, help="Threads (or processes) the run used."),
              time_s: float = typer.Option(..., "--time", help="Measured run time in seconds."),
              input_label: str = typer.Option(None, "--input", help="The input it ran on (a label); runs of "
-                                                                   "different inputs are never compared.")) -> None:
+                                                                   "different inputs are never compared."),
+             new: bool = typer.Option(False, "--new", help="Create APP or NODE if not registered yet (without it: "
+                                                           "asked at a terminal, refused otherwise).")) -> None:
     """Record one measured run of APP on NODE."""
     from registry.runs import add_run
 
+    check_name(app_name, "app")
+    check_name(node, "node")
+    reg = state(ctx).registry()
+    with reg.connect() as conn:
+        unknown = _unknown_names(conn, app_name, node)
+    if unknown and not new:   # a typo (`runs add twophase tow`) must not become a node (docs/first-hour.md)
+        what = " and ".join(f"{noun} {name!r}{hint}" for noun, name, hint in unknown)
+        if not sys.stdin.isatty():
+            raise UserError(f"unknown {what}: pass --new to create {'them' if len(unknown) > 1 else 'it'}")
+        if not typer.confirm(f"Create {what}?"):
+            raise UserError("nothing stored")
+    with reg.begin() as conn:
+        created = _unknown_names(conn, app_name, node)
+        uid = add_run(conn, app_name, node, threads, time_s, source="cli", input_label=input_label)
+    console.print(f"run {uid}: {app_name} on {node}, {plural(threads, 'thread')}, {time_s:g} s")
+    if created:
+        undo = [command_line("nodereg", f"{noun}s", "rm", name, "--yes") for noun, name, _ in created]
+        err_console.print(f"note: created {' and '.join(f'{noun} {name!r}' for noun, name, _ in created)}; "
+                          f"{' and '.join(undo)} undo{'es' if len(undo) == 1 else ''} it (with this run)")
+
+
+def _unknown_names(conn, app_name: str, node: str) -> list[tuple[str, str, str]]:
+    """(noun, name, ' (did you mean ...?)') for APP and NODE where the registry has no such name."""
     from registry.apps import find_app_id
     from registry.nodes import find_node_id
 
-    reg = state(ctx).registry()
-    with reg.begin() as conn:
-        new = [f"{noun} {name!r}" for noun, name, find in (("app", app_name, find_app_id), ("node", node, find_node_id))
-               if find(conn, name) is None]
-        uid = add_run(conn, app_name, node, threads, time_s, source="cli", input_label=input_label)
-    console.print(f"run {uid}: {app_name} on {node}, {threads} threads, {time_s:g} s")
-    if new:  # a typo should not pass unnoticed (see docs/first-hour.md)
-        err_console.print(f"note: created {' and '.join(new)} (new names; `nodereg runs rm {uid} --yes` undoes this run)")
+    out = []
+    for noun, name, find, table in (("app", app_name, find_app_id, "apps"), ("node", node, find_node_id, "nodes")):
+        if find(conn, name) is None:
+            known = conn.execute(sa.text(f"SELECT name FROM {table}")).scalars().all()
+            near = difflib.get_close_matches(name, known, n=1)
+            out.append((noun, name, f" (did you mean {near[0]!r}?)" if near else ""))
+    return out
 
 
 @runs_app.command("list")
@@ -116,7 +146,7 @@ def import_runs(ctx: typer.Context,
         extra.append(f"new nodes: {', '.join(summary.nodes_created)}")
     if summary.already:
         extra.append(f"{summary.already} imported before, skipped")
-    console.print(f"imported {summary.runs} runs from {path}" + (f" ({'; '.join(extra)})" if extra else ""))
+    console.print(f"imported {plural(summary.runs, 'run')} from {path}" + (f" ({'; '.join(extra)})" if extra else ""))
 
 
 def parse_threads(text: str) -> list[int]:
@@ -189,7 +219,7 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
         targets = sorted({int(n) for n in runs.threads if n > limit}) or [2 * limit]
     preds = model.predict(targets)
     measured = runs.groupby("threads").time_s.median()
-    warnings = list(model.warnings) + [f"at {p.threads} threads: {w}" for p in preds for w in p.warnings]
+    warnings = list(model.warnings) + [f"at {plural(p.threads, 'thread')}: {w}" for p in preds for w in p.warnings]
     check = backtest(lambda: plugins.create(model_name, options=options), train.threads.to_numpy(),
                      train.time_s.to_numpy())
     if check is not None and check.warning():
@@ -208,8 +238,9 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
                     "description": model.describe(), "trained_on": sorted({int(n) for n in train.threads}),
                     "saved_uid": uid})
         return
-    console.print(f"{model.describe()}", soft_wrap=True)
-    console.print(f"trained on {len(train)} runs at {', '.join(str(n) for n in sorted(set(train.threads)))} threads")
+    say(model.describe())
+    counts = sorted(set(train.threads))
+    say(f"trained on {plural(len(train), 'run')} at {', '.join(map(str, counts))} thread{'s' if counts != [1] else ''}")
     for r in rows:
         r["error"] = None if r["error"] is None else f"{r['error']:+.1%}"
     print_table(rows, ["threads", "predicted_s", "low_s", "high_s", "measured_s", "error"],

@@ -11,7 +11,9 @@ explicitly, with `Text(..., style=...)` or a `style=` argument, never written in
 """
 
 import csv
+import re
 import sys
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 
 import orjson
@@ -43,19 +45,112 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+SHORT_UID = 8   # characters of a uid a table shows (as `nodereg health` does); commands take unique prefixes
+_SMALL_NEED = 8   # a column this close to its unwrapped width gets it before wide text columns share the rest
+_TEXT_FLOOR = 12  # a text column is not made narrower than this (or its longest word, if shorter)
+_HEADER_BREAK = re.compile(r"(?<=[_ ])")   # header names wrap after an underscore or a space, never mid-word
+
+
 def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *, title: str | None = None,
-                empty: str = "(no rows)") -> None:
+                empty: str = "(no rows)", short_uids: bool = True, one_line: Sequence[str] = ()) -> None:
+    """Rows as a table that fits the terminal (80 columns when piped) without splitting a number or a
+    header word: numbers never wrap, header names wrap only at `_` or spaces, text cells wrap at spaces
+    (`one_line` columns are cut with an ellipsis instead). Columns that cannot all fit side by side
+    are printed as several tables, each led by the first column. Uids are shortened to SHORT_UID
+    characters unless `short_uids` is False (`nodereg sql` shows what was asked for)."""
     columns = list(columns or (rows[0].keys() if rows else []))
     if not rows:
         err_console.print(empty)
         return
-    table = Table(title=None if title is None else Text(title), header_style="bold")
-    for col in columns:
-        numeric = all(isinstance(plain(r.get(col)), (int, float)) or r.get(col) is None for r in rows)
-        table.add_column(Text(str(col)), justify="right" if numeric else "left", overflow="fold")
-    for r in rows:
-        table.add_row(*(Text(fmt_value(r.get(c))) for c in columns))
-    console.print(table)
+    cells = {c: [_cell(c, r.get(c), short_uids) for r in rows] for c in columns}
+    numeric = {c: all(isinstance(plain(r.get(c)), (int, float)) or r.get(c) is None for r in rows) for c in columns}
+    floors = {c: len(str(c)) if c in one_line else _floor(c, cells[c], numeric[c]) for c in columns}
+    for i, part in enumerate(_parts(columns, floors, console.width)):
+        widths = _widths(part, cells, floors, console.width)
+        if title:
+            say(title if i == 0 else f"{title} (continued)")
+        table = Table(header_style="bold")
+        for c in part:
+            table.add_column(Text(_wrap_header(str(c), widths[c])), justify="right" if numeric[c] else "left",
+                             width=widths[c], no_wrap=numeric[c] or c in one_line,
+                             overflow="ellipsis" if c in one_line else "fold")
+        for j in range(len(rows)):
+            table.add_row(*(Text(cells[c][j]) for c in part))
+        console.print(table)
+
+
+def say(text: str, indent: int = 0) -> None:
+    """A line of prose on stdout, wrapped at spaces to the terminal's width (80 columns when piped);
+    continuation lines are indented `indent` more than the first."""
+    width = max(20, console.width)
+    lines = textwrap.wrap(text, width, subsequent_indent=" " * (len(text) - len(text.lstrip()) + indent),
+                          break_on_hyphens=False, break_long_words=False) or [""]
+    for line in lines:
+        console.print(Text(line))
+
+
+def _cell(column: str, value, short_uids: bool) -> str:
+    text = fmt_value(value)
+    if short_uids and (column == "uid" or column.endswith("_uid")) and len(text) > SHORT_UID:
+        return text[:SHORT_UID]
+    return text
+
+
+def _floor(column: str, cells: list[str], numeric: bool) -> int:
+    """The narrowest a column may be: its widest number (numbers never wrap) or, for text, its longest
+    word up to _TEXT_FLOOR; never narrower than the longest piece of its header name."""
+    header = max(len(piece.strip()) for piece in _HEADER_BREAK.split(str(column)) if piece.strip()) if \
+        str(column).strip() else 1
+    if numeric:
+        return max(header, *(len(c) for c in cells))
+    longest = max(len(c) for c in cells)     # short text (`11.4 - 15.1`) is kept on one line
+    longest_word = max((len(w) for c in cells for w in c.split()), default=1)
+    return max(header, longest if longest <= _TEXT_FLOOR else min(longest_word, _TEXT_FLOOR))
+
+
+def _overhead(n: int) -> int:
+    """Characters a table of n columns spends on borders and padding (rich's default box)."""
+    return 3 * n + 1
+
+
+def _parts(columns: list[str], floors: dict[str, int], width: int) -> list[list[str]]:
+    """Columns in groups that fit `width` at their floors; every group after the first repeats the
+    first column, so that each row can still be told apart."""
+    parts, part = [], list(columns[:1])
+    for c in columns[1:]:
+        if part and sum(floors[x] for x in part) + floors[c] + _overhead(len(part) + 1) > width and len(part) > 1:
+            parts.append(part)
+            part = [columns[0]]
+        part.append(c)
+    return [*parts, part]
+
+
+def _widths(part: list[str], cells: dict[str, list[str]], floors: dict[str, int], width: int) -> dict[str, int]:
+    """Each column's width: its floor, then what is left handed out up to what each column would take
+    unwrapped (its header and widest cell on one line): small needs first (a header kept on one line),
+    the rest shared in proportion to what the columns lack."""
+    widths = {c: floors[c] for c in part}
+    natural = {c: max(len(str(c)), *(max(map(len, v.splitlines() or [""])) for v in cells[c])) for c in part}
+    left = width - _overhead(len(part)) - sum(widths.values())
+    for c in sorted(part, key=lambda c: natural[c] - widths[c]):
+        need = natural[c] - widths[c]
+        if 0 < need <= min(_SMALL_NEED, left):
+            widths[c], left = natural[c], left - need
+    lacking = {c: natural[c] - widths[c] for c in part if natural[c] > widths[c]}
+    total = sum(lacking.values())
+    for c, need in lacking.items():
+        widths[c] += min(need, left * need // total)
+    return widths
+
+
+def _wrap_header(name: str, width: int) -> str:
+    """A header name on as many lines as `width` needs, broken only after `_` or a space."""
+    lines = [""]
+    for piece in _HEADER_BREAK.split(name):
+        if lines[-1] and len(lines[-1].rstrip()) + len(piece.rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def text_column(text_format: str) -> TextColumn:

@@ -3,6 +3,7 @@ its microbenchmark profile."""
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
 import typer
 from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
@@ -14,15 +15,19 @@ from registry.cli.output import console, err_console, print_json, print_table, t
 from registry.errors import UserError
 from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
 from registry.measure import load
+from registry.values import command_line, plural
 
 
 def _threads(text: str | None) -> list[int] | None:
     if text is None:
         return None
     try:
-        return cpulist.parse(text)
+        counts = cpulist.parse(text)
     except UserError:
-        raise UserError(f"malformed --threads {text!r}: expected e.g. 1,2 or 1-4") from None
+        raise UserError(f"malformed --threads {text!r}: expected e.g. 1,2 or 1-4", exit_code=2) from None
+    if counts[0] < 1:
+        raise UserError(f"--threads {text!r}: thread counts start at 1", exit_code=2)
+    return counts
 
 
 def _print_summary(summary: dict, threads: Sequence[int]) -> None:
@@ -33,7 +38,8 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
         for level, per in levels.items():
             rows.append({"kernel": kernel, "level": level, **{f"{t} thr": per.get(t) for t in cols}})
     if rows or not summary["mpi"]:   # a profile of only the MPI kernels has no bandwidth table
-        print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]], title="bandwidth (GB/s)",
+        print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]],
+                    title="bandwidth (GB/s), the best over each level's working sets and placements",
                     empty="no bandwidth kernels measured")
     if summary["latency_ns"]:
         print_table([{"level": lvl, "latency_ns": v} for lvl, v in summary["latency_ns"].items()],
@@ -47,7 +53,7 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
 
 def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
     """Look at the host before measuring: wait for it (--wait-idle), refuse (--strict) or warn."""
-    seen = load.wait_until_idle(wait_idle) if wait_idle else load.sample()
+    seen = _wait_idle(wait_idle) if wait_idle else load.sample()
     why = seen.busy()
     if why and strict:
         raise UserError(f"the host is busy: {why}; refusing to profile (--strict)"
@@ -56,6 +62,47 @@ def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
         err_console.print(f"warning: the host is busy: {why}. Bandwidth and latency measured now will be low "
                           f"and unstable; the load is stored with the profile and `nodereg match` flags it. "
                           f"--wait-idle SECONDS waits for an idle host, --strict refuses", style="yellow")
+    return seen
+
+
+def _memory_bandwidth(st, node: str):
+    """The node's memory bandwidth as every other command quotes it (registry.report.curves: triad at
+    the most threads and the largest working set), from the profile just stored; None without triad."""
+    from registry.report.curves import memory_bandwidth
+    from registry.report.load import node_profile
+
+    with st.registry(readonly=True).connect() as conn:
+        try:
+            return memory_bandwidth(node_profile(conn, node))
+        except UserError:      # no bandwidth kernel measured: nothing to quote
+            return None
+
+
+def _same_cpu_count(conn, node: str, inventory) -> None:
+    """A node name stands for one CPU set: profiling `cn[01-04]` again with other --cpus silently made
+    one node of two configurations (both profiles under it). Refused unless --redefine."""
+    row = conn.execute(sa.text("SELECT n.n_cpus, n.cpu_list FROM nodes n WHERE n.name = :n AND EXISTS "
+                               "(SELECT 1 FROM profiles p WHERE p.node_id = n.node_id)"), {"n": node}).first()
+    if row is not None and row.n_cpus is not None and row.n_cpus != inventory.cpu_count:
+        was = f"{plural(row.n_cpus, 'CPU')}" + (f" ({row.cpu_list})" if row.cpu_list else "")
+        now = f"{plural(inventory.cpu_count, 'CPU')} ({inventory.cpu_list})"
+        raise UserError(f"node {node!r} was profiled on {was}; this profile would measure {now}: give this "
+                        "configuration another node name, or pass --redefine to change the node")
+
+
+def _wait_idle(wait_s: float) -> load.HostLoad:
+    """--wait-idle: wait for the host to calm down, saying so and counting down (a silent wait of up
+    to ten minutes reads as a hang)."""
+    seen = load.sample()
+    if not seen.busy():
+        return seen
+    err_console.print(f"the host is busy ({seen.busy()}): waiting up to {wait_s:g} s for it to calm down (--wait-idle)")
+    columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), text_column("{task.fields[left]}"))
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task("waiting for an idle host", total=wait_s, left=f"{wait_s:.0f} s left")
+        seen = load.wait_until_idle(wait_s, on_sample=lambda now, left: progress.update(
+            task, completed=wait_s - left, left=f"{left:.0f} s left", description=f"busy: {now.busy()}"))
+    err_console.print("the host is idle now: profiling" if not seen.busy() else f"still busy after {wait_s:g} s")
     return seen
 
 
@@ -98,6 +145,8 @@ def profile(
     suite: str = typer.Option(None, "--suite", help="Measure an imported suite's locally runnable part instead "
                                                     "of our kernels: 'sparecores' (stress-ng, openssl speed, "
                                                     "membench and bw_mem sizes; --kernels picks tasks)."),
+    redefine: bool = typer.Option(False, "--redefine", help="Let this profile give NODE another number of CPUs "
+                                                           "than its earlier profiles (refused otherwise)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Measure this node's microbenchmark profile and store it with the node's inventory.
@@ -120,7 +169,9 @@ def profile(
         cpus=cpulist.parse(cpus) if cpus is not None else None, threads=_threads(threads), reps=reps,
         kernels=catalog.select(kernels), cachegrind=cachegrind, host=host)
     prep = profiler.prepare(opts)
-    state(ctx).registry()   # a bad registry fails now, not after the measurements
+    with state(ctx).registry().connect() as conn:   # a bad registry fails now, not after the measurements
+        if not redefine:
+            _same_cpu_count(conn, node, prep.inventory)
     state(ctx).close()      # ... and holds no lock while measuring (reopened, with --wait, to store)
     for note in prep.plan.notes:
         err_console.print(f"note: {note}")
@@ -131,21 +182,23 @@ def profile(
     if cachegrind:
         total += sum(cachegrind_pass.estimate_s(c) for c in signed)
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
-               text_column("{task.fields[done]}/{task.fields[count]}"), TimeElapsedColumn(), text_column("ETA"),
+               text_column("{task.fields[done]}/{task.fields[count]} configurations"), TimeElapsedColumn(),
+               text_column("ETA"),
                TimeRemainingColumn())
     with interrupts_reported(f"the profile of {node} was not finished: nothing was stored"):
         profiler.build(prep)   # built (or found in the cache) first: a build error comes before any load warning
         seen = _check_host(wait_idle, strict)
         watch = load.Watch()
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"profiling {node}", total=total, done=0,
-                                     count=len(configs) + len(signed) * (2 if cachegrind else 1))
-            done = 0
+            task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs))
+            measured: set[int] = set()   # the count is of configurations, as the summary's; the signature
+                                         # (and cachegrind) passes over some of them again are said, not counted
 
             def advance(config, weight):
-                nonlocal done
-                done += 1
-                progress.update(task, advance=weight, done=done, description=f"{config.ub.name} x{config.threads}")
+                again = id(config) in measured
+                measured.add(id(config))
+                progress.update(task, advance=weight, done=len(measured),
+                                description=f"{config.ub.name} x{config.threads}" + (" (signature)" if again else ""))
                 _watch_host(watch, strict, progress.console)
 
             record = profiler.measure(opts, prep, advance)
@@ -156,15 +209,21 @@ def profile(
     summary = {"node": node, "profile_uid": record.uid, "mode": record.mode, "cpu_list": prep.inventory.cpu_list,
                "threads": prep.plan.threads, "configs": len(record.measurements), "unstable": unstable,
                "duration_s": round(record.duration_s, 2), **summarize(record.measurements)}
+    memory = _memory_bandwidth(state(ctx), node)
+    summary["memory_bandwidth_gbs"] = memory and round(memory.value, 3)
     if as_json:
         print_json(summary)
         return
     _print_summary(summary, prep.plan.threads)
+    if memory is not None:
+        console.print(f"memory bandwidth: {memory.value:.3g} GB/s ({memory.describe()}): the node's figure in "
+                      "`nodereg nodes`, match and reports")
     console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
-                  f"{len(record.measurements)} configurations, {unstable} unstable, {record.duration_s:.1f} s")
+                  f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:
         err_console.print(f"note: {unstable} configurations kept varying between repetitions (README: unstable); "
-                          f"on a busy or frequency-scaling host re-run `nodereg profile {node} --wait-idle 600`; "
+                          "on a busy or frequency-scaling host re-run "
+                          f"{command_line('nodereg', 'profile', node, '--wait-idle', '600')}; "
                           "`nodereg match` widens its intervals for this node meanwhile")
 
 

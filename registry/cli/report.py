@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from registry.cli.app import app, state
-from registry.cli.output import console, print_json
+from registry.cli.output import console, err_console, print_json
 
 report_app = typer.Typer(
     help="Reports to look at: one self-contained HTML file (charts inline, opens offline), or with "
@@ -64,7 +64,8 @@ def compare(ctx: typer.Context, names: list[str] = typer.Argument(..., help="Two
     _emit(ctx, lambda conn: compare_report(conn, names, kernel), "compare", "-".join(names), out, as_json)
 
 
-_TRACE_HELP = "A trace uid, a unique uid prefix, an app name (its latest trace) or a trace file (nodereg trace --out)."
+_TRACE_HELP = ("An app name (its latest trace), a trace uid or unique uid prefix, or a trace file (nodereg trace "
+               "--out; read as a file when it contains / or ends in .json).")
 
 
 @report_app.command("trace")
@@ -72,7 +73,7 @@ def trace(ctx: typer.Context, ref: str = typer.Argument(..., metavar="TRACE", he
           out: Path = typer.Option(None, "--out", "-o", help=_OUT_HELP), as_json: bool = _JSON) -> None:
     """An application trace: samples over time with its phases, their signatures and matched configs."""
     from registry.report.trace import trace_report
-    _emit(ctx, lambda conn: trace_report(conn, ref), "trace", ref, out, as_json)
+    _emit(ctx, lambda conn: trace_report(conn, _noted(conn, ref)), "trace", ref, out, as_json)
 
 
 @report_app.command("match")
@@ -80,4 +81,14 @@ def match(ctx: typer.Context, ref: str = typer.Argument(..., metavar="TRACE", he
           out: Path = typer.Option(None, "--out", "-o", help=_OUT_HELP), as_json: bool = _JSON) -> None:
     """Predicted time per node (interval whiskers), measured runs overlaid where the registry has them."""
     from registry.report.match import match_report
-    _emit(ctx, lambda conn: match_report(conn, ref), "match", ref, out, as_json)
+    _emit(ctx, lambda conn: match_report(conn, _noted(conn, ref)), "match", ref, out, as_json)
+
+
+def _noted(conn, ref: str) -> str:
+    """`ref` unchanged, after saying which reading of it is used when it could name two things
+    (an app and a file of the same name: registry.trace.lookup)."""
+    from registry.trace.lookup import locate
+    note = locate(conn, ref).note
+    if note:
+        err_console.print(f"note: {note}")
+    return ref

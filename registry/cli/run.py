@@ -54,7 +54,7 @@ def run(
 
     argv = list(command or [])
     if not argv:
-        raise UserError("no command given: nodereg run NODE [OPTIONS] -- CMD [ARG...]")
+        raise UserError("no command given: nodereg run NODE [OPTIONS] -- CMD [ARG...]", exit_code=2)
     app_name = check_name(Path(argv[0]).name if name is None else name, "app")
     check_command(argv)
     if input_label is not None:

@@ -17,6 +17,7 @@ from registry.errors import UserError
 from registry.inventory import Inventory, collect
 from registry.measure.onnode import node_cpus
 from registry.nodes import ensure_node, node_inventory, node_location
+from registry.values import command_line, plural
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
@@ -123,7 +124,7 @@ def trace(
         err_console.print(f"note: no node has been profiled on this host: the trace is recorded against its "
                           f"inventory as node {node_row['name']!r}; `nodereg match` will need --base NODE (a "
                           f"profiled node of the same hardware), or a profile of this host "
-                          f"(`nodereg profile {node_row['name']}`)", highlight=False)
+                          f"({command_line('nodereg', 'profile', node_row['name'])})", highlight=False)
     spinner = []  # no live display while the command runs: its own output owns the terminal
 
     def status(message: str) -> None:
@@ -160,7 +161,7 @@ def trace(
         print_json({"trace_id": trace_id, "uid": uid, **result.to_dict()})
     else:
         _print_phases(result)
-    err_console.print(f"trace {uid} stored ({result.status}, {result.wall_s:.2f} s, {len(result.phases)} phases)"
+    err_console.print(f"trace {uid} stored ({result.status}, {result.wall_s:.2f} s, {plural(len(result.phases), 'phase')})"
                       + (f"; written to {out}" if out else ""), highlight=False)
     probe_error = (result.meta.get("streams") or {}).get("error")
     if probe_error and result.status == "ok":

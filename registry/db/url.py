@@ -1,4 +1,13 @@
-"""Which registry to open: --db, then NODEREG_DB, then a DuckDB file in the user's data directory."""
+"""Which registry to open: --db, then NODEREG_DB, then a DuckDB file in the user's data directory.
+
+The one documented form for a DuckDB registry is its path, absolute or relative (`--db ~/reg.duckdb`,
+`--db runs/reg.duckdb`); PostgreSQL takes a URL (`postgresql://user@host/db`). SQLAlchemy's
+`duckdb:///` URLs are still read, with SQLAlchemy's meaning (three slashes and a relative path, four
+for an absolute one), and a URL whose relative reading names a missing directory while its absolute
+reading exists (`duckdb:///home/me/x.duckdb`) is an error that says so. A file that is not a DuckDB
+database (`--db trace.json`) is refused: DuckDB would otherwise read it as something else or start
+an empty database beside it, and writes would land nowhere the user looks.
+"""
 
 import os
 from pathlib import Path
@@ -24,24 +33,52 @@ def resolve_url(cli_value: str | None = None) -> sa.URL:
     try:
         url = sa.make_url(text)
     except sa.exc.ArgumentError:
-        raise UserError(f"invalid registry URL {mask(text)!r}: expected e.g. duckdb:///path/registry.duckdb "
-                        "or postgresql://user@host/dbname") from None
+        raise UserError(f"invalid registry URL {mask(text)!r}: expected a DuckDB file's path "
+                        "(e.g. ~/registry.duckdb) or postgresql://user@host/dbname") from None
     if url.get_backend_name() not in ("duckdb", "postgresql"):
         raise UserError(f"unsupported registry backend {url.get_backend_name()!r} in {mask(url)}: "
-                        "use duckdb:/// or postgresql://")
+                        "give a DuckDB file's path or a postgresql:// URL")
     if url.get_backend_name() == "postgresql" and url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
+    path = duckdb_path(url)
+    if path is not None:
+        _check_duckdb_file(path)
     return url
 
 
+# the first bytes of every DuckDB database file: a checksum (8 bytes), then the magic "DUCK"
+_DUCKDB_MAGIC = (8, b"DUCK")
+_OTHER_FORMATS = {".json", ".csv", ".tsv", ".parquet", ".zip", ".gz", ".tar", ".html", ".png", ".svg", ".txt",
+                  ".sql", ".py", ".c"}
+
+
+def _check_duckdb_file(path: Path) -> None:
+    """A one-line error for a path that cannot be (or become) a DuckDB registry."""
+    if not path.is_absolute() and not path.parent.is_dir() and Path("/", path).parent.is_dir():
+        raise UserError(f"registry directory {path.parent} does not exist here; duckdb:/// with three slashes is "
+                        f"relative to the current directory: for /{path} pass --db /{path}")
+    if path.is_file():
+        offset, magic = _DUCKDB_MAGIC
+        with open(path, "rb") as f:
+            head = f.read(offset + len(magic))
+        if head and head[offset:] != magic:
+            raise UserError(f"registry file {path} is not a valid DuckDB database (pass --db a .duckdb file, or a "
+                            "postgresql:// URL)")
+    elif not path.exists() and path.suffix.lower() in _OTHER_FORMATS:
+        raise UserError(f"refusing to create a registry named {path} ({path.suffix} is another format): "
+                        "pass --db a .duckdb file, or a postgresql:// URL")
+
+
 def mask(url: sa.URL | str) -> str:
-    """The URL as text with any password hidden: safe to print."""
+    """The URL as text with any password hidden: safe to print. A DuckDB file is shown as its path,
+    the form `--db` documents."""
     if isinstance(url, str):
         try:
             url = sa.make_url(url)
         except sa.exc.ArgumentError:
             return "<unparseable URL>"
-    return url.render_as_string(hide_password=True)
+    path = duckdb_path(url)
+    return str(path) if path is not None else url.render_as_string(hide_password=True)
 
 
 def duckdb_path(url: sa.URL) -> Path | None:

@@ -61,12 +61,17 @@ def snapshot(conn: sa.Connection):
             conn.execution_options(isolation_level=conn.default_isolation_level, postgresql_readonly=readonly)
 
 
-def export_bundle(conn: sa.Connection, path: Path, tables: list[str] | None = None) -> dict:
+def export_bundle(conn: sa.Connection, path: Path, tables: list[str] | None = None,
+                  replace: bool = False) -> dict:
     """Write every data table (or `tables`) to `path` (a directory, or a .zip file), all read in one
-    snapshot; returns the manifest."""
+    snapshot; returns the manifest. An existing bundle there is replaced only with `replace`, and only
+    once the new one is written (anything else at `path` is never replaced)."""
     path = Path(path)
     if path.exists() and (path.is_file() or any(path.iterdir())):
-        raise UserError(f"{path} already exists: choose a new path for the bundle")
+        if not replace:
+            raise UserError(f"{path} already exists: choose a new path for the bundle, or pass --force to replace it")
+        if not _is_bundle(path):
+            raise UserError(f"{path} exists and is not a nodereg bundle: not replacing it")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         with snapshot(conn):
@@ -78,13 +83,17 @@ def export_bundle(conn: sa.Connection, path: Path, tables: list[str] | None = No
                 manifest["tables"][table] = len(frame)
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            staged = path.with_name(f".{path.name}.partial")   # beside it: the rename below stays on one disk
+            _remove(staged)
             if path.suffix == ".zip":
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+                with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as zf:
                     for f in sorted(out.iterdir()):
                         zf.write(f, f.name)
             else:
-                shutil.copytree(out, path, dirs_exist_ok=True)
+                shutil.copytree(out, staged)
+            _remove(path)
+            staged.rename(path)
         except OSError as exc:
             raise UserError(f"cannot write bundle {path}: {exc.strerror or exc}") from None
     return manifest
@@ -123,6 +132,24 @@ def _unpack(zf: zipfile.ZipFile, into: Path, path: Path, limits: Limits) -> None
                     raise UserError(f"bundle {path} unpacks to more than {_human(limits.max_bytes)} (--max-size): "
                                     "refused, nothing imported")
                 dst.write(chunk)
+
+
+def _is_bundle(path: Path) -> bool:
+    """Whether `path` holds a bundle's manifest (what --force may replace)."""
+    try:
+        if path.is_dir():
+            return json.loads((path / "manifest.json").read_text()).get("format") == FORMAT
+        with zipfile.ZipFile(path) as zf:
+            return json.loads(zf.read("manifest.json")).get("format") == FORMAT
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return False
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
 
 
 @contextmanager

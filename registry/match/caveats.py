@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from registry.values import command_line
 
 LOAD_FACTOR = 2.4
 PARTIAL_FACTOR = 1.25
@@ -78,5 +79,5 @@ def apply(result, caveats: list[Caveat], base: str) -> None:
 
 def _advice(c: Caveat) -> str:
     if c.kind == "partial":
-        return f"; `nodereg profile {c.node}` measures all of it"
-    return f"; re-profile on an idle host: `nodereg profile {c.node} --wait-idle 600`"
+        return f"; {command_line('nodereg', 'profile', c.node)} measures all of it"
+    return f"; re-profile on an idle host: {command_line('nodereg', 'profile', c.node, '--wait-idle', '600')}"

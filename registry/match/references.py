@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from registry.db.read import read_arrays
 from registry.errors import UserError
 from registry.models.base import Matrix, ReferenceSet
+from registry.values import command_line
 
 # numbers only, one row per config measured on each node type: strings (names, keys) are mapped on
 # from the small tables below. `combo` is the config and the cache level its working set fits on
@@ -208,7 +209,7 @@ def base_node(conn: sa.Connection, app: str, traced_on: str, base: str | None) -
     if not profiled and base is None:
         raise UserError(f"the trace of {app!r} was recorded on {traced_on!r}, which has no profile in this "
                         f"registry: pass --base NODE (a profiled node of the same hardware), or profile that "
-                        f"host (`nodereg profile {traced_on}` on it)")
+                        f"host ({command_line('nodereg', 'profile', traced_on)} on it)")
     return base or traced_on
 
 
@@ -256,7 +257,8 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     node_table = read_arrays(conn, _NODES)
     names = node_table["node"]
     if base not in set(names.tolist()):
-        raise UserError(f"the base node {base!r} is not registered: profile it first (`nodereg profile {base}`)")
+        raise UserError(f"the base node {base!r} is not registered: profile it first "
+                        f"({command_line('nodereg', 'profile', base)})")
     if nodes:
         kept = np.isin(names, list(set(nodes) | {base}))
         node_table = {c: a[kept] for c, a in node_table.items()}
@@ -279,9 +281,9 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         node, throughput, threads, combo = node[keep], throughput[keep], threads[keep], combo[keep]
     base_code = int(np.flatnonzero(names == base)[0])
     if not (node == base_code).any():
-        how = f"nodereg profile {base}" + (f" --suite {suite}" if suite != "nodereg" else "")
+        how = command_line("nodereg", "profile", base, *(("--suite", suite) if suite != "nodereg" else ()))
         raise UserError(f"the base node {base!r} has no profile{'' if suite == 'nodereg' else f' in suite {suite}'}: "
-                        f"run `{how}` on it first")
+                        f"run {how} on it first")
     # keys are computed once per distinct (config, level), then mapped back by integers
     combo_code, combos = _factorize(combo)
     configs = read_arrays(conn, _CONFIGS)

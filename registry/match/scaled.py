@@ -22,6 +22,7 @@ from registry.match.project import PROJECTION, Inputs, MatchResult, model_identi
 from registry.models.base import NodePrediction
 from registry.models.combine import project_scaling
 from registry.models.plugins import create
+from registry.values import command_line
 
 
 def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = None) -> MatchResult:
@@ -30,14 +31,15 @@ def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = No
     runs = np.array([(n, t) for _, n, t in inputs.runs if n is not None], dtype=float).reshape(-1, 2)
     if not len(runs):
         raise UserError(f"no runs of {trace.name!r} on {base!r} with a thread count: add some with "
-                        f"`nodereg runs add {trace.name} {base} --threads N --time S`")
+                        f"{command_line('nodereg', 'runs', 'add', trace.name, base, '--threads', 'N', '--time', 'S')}")
     threads, times = runs[:, 0].astype(int), runs[:, 1]
     model = create(scaling_model, kind="scaling", options=options)
     if len(np.unique(threads)) < model.min_thread_counts:
         raise UserError(f"--model {scaling_model} scales {trace.name!r} with its runs on {base!r}: it needs runs at "
                         f">= {model.min_thread_counts} thread counts, there are runs at "
                         f"{', '.join(str(n) for n in np.unique(threads))} "
-                        f"(add some: `nodereg runs add {trace.name} {base} --threads N --time S`)")
+                        "(add some: "
+                        f"{command_line('nodereg', 'runs', 'add', trace.name, base, '--threads', 'N', '--time', 'S')})")
     model.fit(threads, times)
     cpus = inputs.profiles.n_cpus
     n_ref = traced_threads(trace, cpus[base])

@@ -118,11 +118,14 @@ class Watch:
         return now
 
 
-def wait_until_idle(wait_s: float, window_s: float = 0.5) -> HostLoad:
-    """Sample until the host is not busy or `wait_s` seconds have passed; the last sample."""
+def wait_until_idle(wait_s: float, window_s: float = 0.5, on_sample=None) -> HostLoad:
+    """Sample until the host is not busy or `wait_s` seconds have passed; the last sample.
+    `on_sample(sample, seconds_left)` after each one, for a progress display."""
     deadline = time.monotonic() + wait_s
     seen = sample(window_s)
     while seen.busy() and time.monotonic() < deadline:
+        if on_sample:
+            on_sample(seen, max(0.0, deadline - time.monotonic()))
         time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
         seen = sample(window_s)
     return seen

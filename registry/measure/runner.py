@@ -59,7 +59,7 @@ class RunResult:
 def check_command(argv: list[str], env: dict | None = None) -> None:
     """Fail early, with the usual shell wording, when argv[0] cannot be executed."""
     if not argv:
-        raise UserError("no command given: nodereg trace [OPTIONS] -- CMD [ARG...]")
+        raise UserError("no command given: nodereg trace [OPTIONS] -- CMD [ARG...]", exit_code=2)
     cmd = argv[0]
     path = (env or os.environ).get("PATH")
     found = cmd if "/" in cmd else shutil.which(cmd, path=path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ import sqlalchemy as sa
 from registry.errors import UserError
 from registry.models.base import CacheLevel
 from registry.nodes import require_node_id
+from registry.values import command_line
 
 _PROFILE_SQL = """
 SELECT v.ub, v.family, v.config_key, v.threads, v.placement, v.ws_bytes, v.reps, v.median_s, v.cv,
@@ -33,7 +33,6 @@ JOIN ub_configs c      ON c.config_key = v.config_key
 LEFT JOIN ub_streams s ON s.config_id = c.config_id AND s.stream_index = 0
 WHERE v.node = :node"""
 
-_UID_PREFIX = re.compile(r"[0-9A-Fa-f-]+")  # uids are UUID text: a prefix needs no LIKE escaping
 _NUMERIC = ("threads", "ws_bytes", "reps", "median_s", "cv", "tpi_us", "bandwidth_gbs", "gflops", "latency_ns",
             "stride_bytes", "elem_bytes")
 
@@ -88,7 +87,7 @@ def node_profile(conn: sa.Connection, name: str) -> NodeProfile:
                              "WHERE node_id = :id AND newest)", {"id": node_id})
     rows = pd.DataFrame(_records(conn, _PROFILE_SQL, {"node": name}))
     if not profile or rows.empty:
-        raise UserError(f"node {name!r} has no profile: run `nodereg profile {name}` first")
+        raise UserError(f"node {name!r} has no profile: run {command_line('nodereg', 'profile', name)} first")
     for col in _NUMERIC:
         rows[col] = pd.to_numeric(rows[col], errors="coerce").astype(float)
     rows["unstable"] = rows["unstable"].astype(bool)
@@ -130,26 +129,11 @@ class TraceData:
 
 
 def resolve_trace(conn: sa.Connection, ref: str) -> TraceData:
-    """A trace named by uid, unique uid prefix, app name (latest trace) or trace file path."""
-    path = Path(ref)
-    if path.suffix.lower() == ".json" or path.is_file():
-        return trace_from_file(conn, path)
-    found = _records(conn, "SELECT trace_id FROM traces WHERE uid = :u", {"u": ref})
-    if not found:
-        found = _records(conn, "SELECT t.trace_id FROM traces t JOIN apps a ON a.app_id = t.app_id "
-                               "WHERE a.name = :n ORDER BY t.started_at DESC, t.trace_id DESC LIMIT 1", {"n": ref})
-    if not found and _UID_PREFIX.fullmatch(ref):
-        found = _records(conn, "SELECT trace_id, uid FROM traces WHERE uid LIKE :p ORDER BY uid", {"p": ref + "%"})
-        if len(found) > 1:
-            some = ", ".join(r["uid"][:12] for r in found[:4])
-            raise UserError(f"trace prefix {ref!r} is ambiguous: {len(found)} traces match ({some}, ...); "
-                            "give more of the uid")
-    if not found:
-        apps = [r["name"] for r in _records(conn, "SELECT DISTINCT a.name FROM apps a JOIN traces t "
-                                                  "ON t.app_id = a.app_id ORDER BY a.name LIMIT 8", {})]
-        hint = f" (apps with traces: {', '.join(apps)})" if apps else " (the registry has no traces yet)"
-        raise UserError(f"unknown trace {ref!r}: not a trace uid, uid prefix, app name or trace file{hint}")
-    return trace_from_registry(conn, found[0]["trace_id"])
+    """A trace named by app name (latest trace), uid, unique uid prefix or trace file path, the way
+    `nodereg match` reads it (registry.trace.lookup.locate)."""
+    from registry.trace.lookup import locate
+    where = locate(conn, ref)
+    return trace_from_file(conn, where.path) if where.path is not None else trace_from_registry(conn, where.trace_id)
 
 
 def trace_from_registry(conn: sa.Connection, trace_id: int) -> TraceData:

@@ -17,6 +17,7 @@ from registry.errors import UserError
 from registry.report import charts
 from registry.report.document import Chart, Report, Table
 from registry.report.load import TraceData, resolve_trace
+from registry.values import command_line
 
 MAX_CHART_NODES, MAX_TABLE_ROWS = 30, 300
 MODEL_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948")
@@ -202,7 +203,7 @@ def match_report(conn: sa.Connection, ref: str) -> Report:
     preds = latest_predictions(conn, tr)
     if preds.empty:
         raise UserError(f"no predictions for trace {tr.uid or tr.label} ({tr.app} on {tr.node}): "
-                        f"run `nodereg match {ref}` first")
+                        f"run {command_line('nodereg', 'match', ref)} first")
     latest = preds.groupby("model_name")["created_at"].max().sort_values(ascending=False)
     models = list(latest.index)     # the most recently used model first: it orders the nodes
     nodes = _order(preds, models)

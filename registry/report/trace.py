@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from registry.report import charts
 from registry.report.document import Chart, Report, Table
 from registry.report.load import TraceData, TracePhase, resolve_trace
+from registry.values import plural
 
 # (panel title, axis label, metrics) for the metrics `nodereg trace` samples (registry.measure.sampler)
 GROUPS = [
@@ -105,7 +106,7 @@ def _phase_strip(ax, phases: list[TracePhase]) -> None:
         ax.set_yticks(range(len(phases)), labels=[f"{ph.idx}: {ph.name}" for ph in phases], fontsize=8)
         ax.set_ylim(len(phases) - 0.5, -0.5)
     else:
-        ax.set_yticks([0], labels=[f"{len(phases)} phases"], fontsize=8)
+        ax.set_yticks([0], labels=[plural(len(phases), "phase")], fontsize=8)
         ax.set_ylim(0.5, -0.5)
     ax.grid(False)
     ax.set_title("Phases", loc="left")

@@ -4,7 +4,8 @@
   transformed (log1p for rates and sizes spanning decades) and scaled by its noise level, estimated
   from the median absolute difference of consecutive samples, so that a step of a few noise levels
   in any metric is a change while jitter is not. Segments shorter than `min_phase_s` are merged into
-  the neighbour they resemble most.
+  the neighbour they resemble most, and neighbours closer than NEAR_IDENTICAL noise levels in every
+  metric into one.
 - marker: begin/end markers, one phase per name (a name marked several times is one phase with
   several occurrences, as a loop body is).
 - omp: one phase per outlined OpenMP function (the thesis's phases), time = sum of the slowest
@@ -37,6 +38,7 @@ MAX_MISSING = 0.5      # metrics read on fewer than half the samples (a large RS
                        # left to the signatures
 PENALTY_PER_DIM = 8.0   # PELT penalty per dimension, in (noise level)^2 units, times log(n)
 MAX_PELT_SAMPLES = 1000
+NEAR_IDENTICAL = 2.0    # neighbouring segments closer than this many noise levels in every metric are one
 
 
 def feature_matrix(samples: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -118,15 +120,19 @@ def _best_split(matrix: np.ndarray, lo: int, hi: int) -> int:
     return best
 
 
-def _merge_short(bounds: list[int], matrix: np.ndarray, min_len: int) -> list[int]:
-    """Drop boundaries so that no segment is shorter than `min_len` samples (join the more similar side)."""
+def _merge_segments(bounds: list[int], matrix: np.ndarray, min_len: int) -> list[int]:
+    """Drop boundaries so that no segment is shorter than `min_len` samples (join the more similar
+    side), then between neighbours whose means differ by less than NEAR_IDENTICAL noise levels in
+    every metric, the closest pair first. On long runs PELT finds steps far below the noise that
+    moves a metric from sample to sample (`xz -T2` on a uniform input gave 7 segments, a numpy matmul
+    10): such segments are one phase to a user and to `match`."""
     bounds = list(bounds)
     while True:
         edges = [0, *bounds, len(matrix)]
         lengths = [b - a for a, b in zip(edges, edges[1:])]
         short = [i for i, n in enumerate(lengths) if n < min_len]
         if not short or not bounds:
-            return bounds
+            break
         i = min(short, key=lambda k: lengths[k])
         mean = matrix[edges[i]:edges[i + 1]].mean(axis=0)
         left = matrix[edges[i - 1]:edges[i]].mean(axis=0) if i > 0 else None
@@ -135,6 +141,15 @@ def _merge_short(bounds: list[int], matrix: np.ndarray, min_len: int) -> list[in
             bounds.remove(edges[i])          # join the left neighbour
         else:
             bounds.remove(edges[i + 1])      # join the right neighbour
+    while bounds:
+        edges = [0, *bounds, len(matrix)]
+        means = [matrix[a:b].mean(axis=0) for a, b in zip(edges, edges[1:])]
+        gaps = [float(np.abs(m1 - m0).max()) for m0, m1 in zip(means, means[1:])]
+        closest = int(np.argmin(gaps))
+        if gaps[closest] >= NEAR_IDENTICAL:
+            break
+        bounds.remove(edges[closest + 1])
+    return bounds
 
 
 def auto_phases(samples: list[dict], wall_s: float, interval_s: float,
@@ -146,7 +161,7 @@ def auto_phases(samples: list[dict], wall_s: float, interval_s: float,
         min_phase_s = max(3 * interval_s, 0.02 * wall_s)
     matrix, mixing, _ = feature_matrix(samples)
     bounds = change_points(matrix) if len(samples) else []
-    bounds = _merge_short(bounds, matrix, max(1, int(round(min_phase_s / interval_s))))
+    bounds = _merge_segments(bounds, matrix, max(1, int(round(min_phase_s / interval_s))))
     ends = np.array([s["t_s"] for s in samples])
     starts = np.concatenate([[0.0], ends[:-1]])
     cuts = [0.0, *(_refine(k, mixing, starts, ends) for k in bounds), wall_s]
