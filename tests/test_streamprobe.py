@@ -247,6 +247,7 @@ def test_too_many_streams_keep_the_trace_without_them(cli, db_url):
 
 
 def test_valgrind_missing_is_one_line_before_running(cli, db_url, monkeypatch, tmp_path):
+    assert cli("init").code == 0
     monkeypatch.setenv("PATH", str(tmp_path))   # no valgrind (and nothing else) on the path
     res = cli("trace", "--streams", "--", sys.executable, "-c", "pass")
     assert_one_line_error(res, "--streams needs valgrind")

@@ -42,11 +42,11 @@ def _suite_config(key: str, threads: int) -> suite_plan.SuiteConfig:
 
 
 def _imported(conn, name: str, cpus: int, figures: dict, model: str) -> None:
-    """An imported type as the importer stores it: mode 'import', value and time-like median_s."""
+    """An imported type as the importer stores it: mode 'import', suite 'sparecores', value and time-like median_s."""
     node_id = ensure_node(conn, name, fake_inventory(cpus=tuple(range(cpus)), model=model), source="import")
     conn.execute(sa.text("UPDATE nodes SET cpu_family = NULL, cpu_vendor = NULL WHERE node_id = :id"), {"id": node_id})
     prof = insert_returning(conn, "profiles", {"uid": new_uid(), "node_id": node_id, "mode": "import",
-                                               "started_at": utcnow(), "status": "complete"}, "profile_id")
+                                               "suite": "sparecores", "started_at": utcnow(), "status": "complete"}, "profile_id")
     for (key, threads), value in figures.items():
         full = f"{key}:{'1t' if threads == 1 else 'all'}"
         cid = conn.execute(sa.text("SELECT config_id FROM ub_configs WHERE config_key = :k"), {"k": full}).scalar_one()
