@@ -333,7 +333,7 @@ def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch):
     assert cli("match", "app").code == 0
     commands = [("nodes",), ("nodes", "show", "b"), ("traces",), ("apps",), ("runs", "list"), ("match", "app"),
                 ("match", "app", "--explain", "--no-store"), ("models",), ("models", "similarity"), ("health",),
-                ("accuracy",), ("scaling", "app", "--node", "b", "--predict", "4,8"), ("inventory",), ("doctor",),
+                ("accuracy", "--all-runs"), ("scaling", "app", "--node", "b", "--predict", "4,8"), ("inventory",), ("doctor",),
                 ("sql", "SELECT node, config_key, bandwidth_gbs, gflops, latency_ns FROM v_profile "
                         "ORDER BY node, config_key LIMIT 5")]
     for args in commands:
@@ -418,6 +418,7 @@ def test_suggested_commands_are_shell_quoted(cli, db_url):
 
 
 def test_mistyped_command_lines_exit_2(cli, db_url):
+    assert cli("init").code == 0
     for args in (("trace", "--name", "x", "--"), ("run", "n", "--"),
                  ("runs", "add", "a", "n", "--threads", "0", "--time", "1"), ("profile", "n", "--threads", "0")):
         res = cli(*args)
@@ -427,6 +428,7 @@ def test_mistyped_command_lines_exit_2(cli, db_url):
 
 
 def test_an_empty_registry_is_described_not_an_error(cli, db_url):
+    assert cli("init").code == 0      # (a read-only command creates no registry: #30)
     res = cli("accuracy")
     assert res.code == 0 and res.out == "" and "no predictions yet" in res.err, res
     assert json.loads(cli("accuracy", "--json").out) == {"cells": [], "sets": [], "summary": []}

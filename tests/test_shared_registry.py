@@ -104,7 +104,7 @@ def test_postgres_schema_changes_only_by_migrate(cli, pg_database):
     """An older PostgreSQL registry: reads go on (saying so), writes and `match` say how to migrate,
     nothing migrates it but `nodereg migrate`; its dry run changes nothing."""
     url = pg_database
-    assert_one_line_error(cli("--db", url, "runs", "add", "a", "n", "--threads", "1", "--time", "2"),
+    assert_one_line_error(cli("--db", url, "runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new"),
                           "no nodereg registry yet", "init")
     assert_one_line_error(cli("--db", url, "nodes"), "no nodereg registry yet")
     _at_version(url, 13)
@@ -113,7 +113,7 @@ def test_postgres_schema_changes_only_by_migrate(cli, pg_database):
     assert_one_line_error(cli("--db", url, "accuracy"), f"needs schema version {migrate.latest_version()}",
                           "has 13", "migrate")
     assert_one_line_error(cli("--db", url, "match", "app", "--no-store"), "needs schema version")
-    assert_one_line_error(cli("--db", url, "runs", "add", "a", "n", "--threads", "1", "--time", "2"),
+    assert_one_line_error(cli("--db", url, "runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new"),
                           "schema version 13", "nodereg --db", "migrate")
     assert cli("--db", url, "doctor").code == 1   # reads; reports the drift
     dry = cli("--db", url, "migrate", "--dry-run")
@@ -121,7 +121,7 @@ def test_postgres_schema_changes_only_by_migrate(cli, pg_database):
     assert _version(url) == 13
     done = cli("--db", url, "migrate")
     assert done.code == 0 and f"from schema 13 to {migrate.latest_version()}" in done.out
-    assert cli("--db", url, "runs", "add", "a", "n", "--threads", "1", "--time", "2").code == 0
+    assert cli("--db", url, "runs", "add", "a", "n", "--threads", "1", "--time", "2", "--new").code == 0
     assert cli("--db", url, "doctor").code == 0
 
 

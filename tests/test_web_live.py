@@ -33,7 +33,7 @@ def test_profile_and_import_complete_while_the_site_serves(tmp_path, binary):
                               env={**os.environ, "NODEREG_BUILD_CACHE": os.environ["NODEREG_BUILD_CACHE"]})
     base = f"http://127.0.0.1:{port}"
     try:
-        assert server.stderr.readline().startswith(f"serving {url} read-only at {base}/")
+        assert server.stderr.readline().startswith(f"serving {tmp_path / 'registry.duckdb'} read-only at {base}/")
         deadline = time.monotonic() + 60
         while True:
             try:
