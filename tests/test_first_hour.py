@@ -545,3 +545,21 @@ def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
     said = " ".join(res.out.split())
     assert "phases: 3 phases from change points of the samples, covering 100% of the run (other sets: OpenMP " \
            "regions 48%); the set covering the most is used" in said, res.out
+
+
+def test_a_node_name_stays_on_one_line_at_80_columns(monkeypatch):
+    """A cloud type's name (26 characters, no space) is how a row is told apart: it is not folded
+    (`azure:Standa` over `rd_D160alds_` over `v7`) beside seven other columns (match --from-runs)."""
+    import io
+
+    from rich.console import Console
+
+    from registry.cli import output
+
+    out = io.StringIO()
+    monkeypatch.setattr(output, "console", Console(width=80, file=out, soft_wrap=True))
+    name = "azure:Standard_D160alds_v7"
+    output.print_table([{"rank": 1, "node": name, "predicted_s": 72.02, "interval_s": "53.1 - 97.7",
+                         "cpu_family": "Zen 5", "arch": "x86_64", "cost": "1.23 USD",
+                         "warnings": "predicted from x86_64 runs only"}])
+    assert any(name in line for line in out.getvalue().splitlines()), out.getvalue()

@@ -31,7 +31,8 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
              "cpu_family": r.cpu_family, "arch": r.architecture,
              "cost": None if r.cost is None else f"{r.cost:.3g} {data.currency}",
              "warnings": "; ".join(r.warnings)} for i, r in enumerate(shown)]
-    print_table(rows, title=f"{app} measured on {', '.join(measured)}: predicted by {model}, by {objective} "
+    shown_columns = [c for c in rows[0] if c not in ("cost", "warnings") or any(r[c] for r in rows)] if rows else None
+    print_table(rows, shown_columns, title=f"{app} measured on {', '.join(measured)}: predicted by {model}, by {objective} "
                             f"({len(ranked)} nodes)")
     if ignored:
         err_console.print(f"runs not used (node not in the suite {suite!r}): {', '.join(ignored)}")

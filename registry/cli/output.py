@@ -46,6 +46,8 @@ def print_json(obj) -> None:
 
 
 SHORT_UID = 8   # characters of a uid a table shows (as `nodereg health` does); commands take unique prefixes
+_NAME_FLOOR = 32  # a naming column (nodes like `azure:Standard_D160alds_v7`) is kept whole up to this
+_NAMING = ("name", "node", "app", "host")
 _SMALL_NEED = 8   # a column this close to its unwrapped width gets it before wide text columns share the rest
 _TEXT_FLOOR = 12  # a text column is not made narrower than this (or its longest word, if shorter)
 _HEADER_BREAK = re.compile(r"(?<=[_ ])")   # header names wrap after an underscore or a space, never mid-word
@@ -55,7 +57,8 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
                 empty: str = "(no rows)", short_uids: bool = True, one_line: Sequence[str] = ()) -> None:
     """Rows as a table that fits the terminal (80 columns when piped) without splitting a number or a
     header word: numbers never wrap, header names wrap only at `_` or spaces, text cells wrap at spaces
-    (`one_line` columns are cut with an ellipsis instead). Columns that cannot all fit side by side
+    (`one_line` columns are cut with an ellipsis instead); a column naming the rows (_NAMING) keeps
+    names up to _NAME_FLOOR characters on one line. Columns that cannot all fit side by side
     are printed as several tables, each led by the first column. Uids are shortened to SHORT_UID
     characters unless `short_uids` is False (`nodereg sql` shows what was asked for)."""
     columns = list(columns or (rows[0].keys() if rows else []))
@@ -65,6 +68,9 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
     cells = {c: [_cell(c, r.get(c), short_uids) for r in rows] for c in columns}
     numeric = {c: all(isinstance(plain(r.get(c)), (int, float)) or r.get(c) is None for r in rows) for c in columns}
     floors = {c: len(str(c)) if c in one_line else _floor(c, cells[c], numeric[c]) for c in columns}
+    for c in columns:   # each row's name on one line where it can be
+        if c in _NAMING and not numeric[c] and c not in one_line:
+            floors[c] = max(floors[c], min(_NAME_FLOOR, max(len(v) for v in cells[c])))
     for i, part in enumerate(_parts(columns, floors, console.width)):
         widths = _widths(part, cells, floors, console.width)
         if title:
