@@ -3,8 +3,8 @@ cross-architecture prediction) need, one row per node and one column per config.
 
 A suite is 'nodereg' (our kernels: microbenchmarks.suite NULL or 'nodereg') or an imported one
 ('sparecores'). Values are profile_runs.median_s, time-like (lower is faster) in every suite, so a
-reader never needs to know which figures were rates. Each node contributes its latest complete
-profile that holds configs of the suite.
+reader never needs to know which figures were rates. Each node contributes its latest profile in
+the suite, by the one rule every reader uses (v_latest_profile, newest_in_suite).
 """
 
 from __future__ import annotations
@@ -17,23 +17,13 @@ from registry.db.read import read_frame
 _SUITE = "COALESCE(m.suite, 'nodereg')"
 
 _COSTS = f"""
-WITH sp AS (
-    SELECT pf.profile_id, pf.node_id,
-           ROW_NUMBER() OVER (PARTITION BY pf.node_id ORDER BY pf.started_at DESC, pf.profile_id DESC) AS rn
-    FROM profiles pf
-    WHERE pf.status = 'complete' AND pf.profile_id IN (
-        SELECT pr.profile_id FROM profile_runs pr
-        JOIN ub_configs c ON c.config_id = pr.config_id
-        JOIN microbenchmarks m ON m.ub_id = c.ub_id
-        WHERE {_SUITE} = :suite)
-)
 SELECT n.name AS node, c.config_key, pr.median_s
-FROM sp
-JOIN nodes n ON n.node_id = sp.node_id
-JOIN profile_runs pr ON pr.profile_id = sp.profile_id
+FROM v_latest_profile lp
+JOIN nodes n ON n.node_id = lp.node_id
+JOIN profile_runs pr ON pr.profile_id = lp.profile_id
 JOIN ub_configs c ON c.config_id = pr.config_id
 JOIN microbenchmarks m ON m.ub_id = c.ub_id
-WHERE sp.rn = 1 AND {_SUITE} = :suite
+WHERE lp.suite = :suite AND lp.newest_in_suite AND {_SUITE} = :suite
 """
 
 NODE_COLUMNS = ["vendor", "architecture", "cpu_vendor", "cpu_family", "cpu_model", "n_cpus", "cores",
