@@ -24,8 +24,9 @@ STAMP_SQL = """SELECT (SELECT count(*) FROM nodes), (SELECT max(node_id) FROM no
   (SELECT max(prediction_id) FROM predictions), (SELECT count(*) FROM predictions),
   (SELECT max(trace_id) FROM traces), (SELECT count(*) FROM traces)"""
 
-# Each host's latest profile of a type (as v_host_profile counts them).
-_LATEST = "SELECT max(profile_id) FROM profiles GROUP BY node_id, host"
+# Each host's latest profile of a type in each suite (v_latest_profile, as v_host_profile counts them):
+# a machine profiled with our kernels and in an imported suite keeps both.
+_LATEST = "SELECT profile_id FROM v_latest_profile"
 
 # The current price of each priced type: its latest valid_from, then latest entry (v_node_prices.current,
 # whose correlated subquery PostgreSQL runs once per price row: seconds at 3,000 prices).
