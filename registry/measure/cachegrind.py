@@ -33,6 +33,7 @@ class CachegrindStats:
     total: dict[str, float]
     functions: dict[str, dict[str, float]] = field(default_factory=dict)
     options: list[str] = field(default_factory=list)
+    sampled: bool = False     # the pass was stopped after its sample time: the counts cover the run's start
 
 
 def available() -> bool:
@@ -80,10 +81,20 @@ def cache_options(inv: Inventory) -> list[str]:
     return opts
 
 
+SAMPLE_GRACE_S = 10.0     # how long a sampled pass gets to write its counts after SIGTERM
+
+
 def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: dict | None = None,
-        timeout_s: float | None = None, stdin_text: str | None = None) -> CachegrindStats:
+        timeout_s: float | None = None, stdin_text: str | None = None,
+        sample_s: float | None = None) -> CachegrindStats:
     """Run `argv` under cachegrind (children followed) and return the summed per-function counts.
-    `stdin_text`, when given, is the command's standard input (else it inherits ours)."""
+    `stdin_text`, when given, is the command's standard input (else it inherits ours).
+
+    `sample_s`: stop the pass after that many seconds and keep what it counted so far (the start
+    of the run; `CachegrindStats.sampled` says whether it was cut). valgrind writes its counts
+    when the program it runs is terminated, so a sample costs `sample_s`, not 20-100x the run: the
+    instruction mix of a program whose kind of work does not change much, on a node without
+    counters, at a bounded price."""
     if not available():
         raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
     opts = cache_options(inv)
@@ -91,8 +102,13 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
         log = Path(tmp) / "valgrind.log"
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes", "--trace-children=yes", *opts,
                f"--log-file={log}", f"--cachegrind-out-file={tmp}/cachegrind.out.%p", *argv]
-        returncode = run_watched(cmd, Path(tmp), env=env, cpus=cpus, timeout_s=timeout_s, stdin_text=stdin_text)
+        returncode = run_watched(cmd, Path(tmp), env=env, cpus=cpus, stdin_text=stdin_text,
+                                 timeout_s=sample_s if sample_s is not None else timeout_s,
+                                 stop_gently=sample_s is not None)
         outputs = sorted(Path(tmp).glob("cachegrind.out.*"))
+        sampled = returncode is None
+        if sampled:
+            returncode = 0 if outputs else -signal.SIGTERM
         if returncode == -signal.SIGILL:
             raise UserError(f"valgrind cannot run {argv[0]}'s instructions (SIGILL; valgrind lacks AVX-512): "
                             "trace a build without AVX-512 (e.g. -mno-avx512f) through --probe-cmd")
@@ -111,14 +127,15 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
     for counts in functions.values():
         for e in EVENTS:
             total[e] += counts[e]
-    return CachegrindStats(total=total, functions=functions, options=opts)
+    return CachegrindStats(total=total, functions=functions, options=opts, sampled=sampled)
 
 
 def run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text=None, pass_fds=(),
-                what: str = "the cachegrind pass") -> int:
+                what: str = "the cachegrind pass", stop_gently: bool = False) -> int | None:
     """Run valgrind to its end; its exit status. A watchdog (registry.measure.watchdog) kills it, and
     what it runs, if this process is killed meanwhile: the pass may take minutes. `pass_fds`: file
-    descriptors valgrind keeps (the stream probe's log pipe)."""
+    descriptors valgrind keeps (the stream probe's log pipe). `stop_gently`: at `timeout_s` the
+    tree gets SIGTERM (valgrind then writes what it counted) and None is returned, not an error."""
     watchdog = Watchdog(tmp)
     try:
         with pinned(cpus):
@@ -128,8 +145,10 @@ def run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text=N
         try:
             proc.communicate(stdin_text, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            kill_tree(proc.pid)
+            kill_tree(proc.pid, grace_s=SAMPLE_GRACE_S if stop_gently else 0.0)
             proc.wait()
+            if stop_gently:
+                return None
             raise UserError(f"{what} ran past {timeout_s:g} s") from None
         except BaseException:   # Ctrl-C: valgrind and what it runs go too
             kill_tree(proc.pid)

@@ -68,7 +68,8 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
 def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 0.1,
                   timeout_s: float | None = None, cpus: list[int] | None = None, env: dict | None = None,
                   inventory: Inventory | None = None, cachegrind: bool = False,
-                  probe_cmd: list[str] | None = None, omp: bool = True, streams: bool = False,
+                  probe_cmd: list[str] | None = None, cachegrind_sample_s: float | None = None,
+                  omp: bool = True, streams: bool = False,
                   probe_timeout_s: float | None = None,
                   status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
     """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...).
@@ -76,7 +77,10 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
     `streams`: a stream-probe pass (registry.measure.streams) on the same command and input (the
     streams' sizes and the iterations are the run's own), killed after `probe_timeout_s` (default:
     probe_limit of the run's time). A failed probe keeps the trace: its reason is in
-    ``meta["streams"]["error"]``."""
+    ``meta["streams"]["error"]``. `cachegrind_sample_s`: the cachegrind pass stops after that long
+    (registry.measure.cachegrind.run), and the trace's cachegrind summary says so (`sample_s`).
+    Without counters and without cachegrind, a note says that only the working set tells kinds of
+    work apart in this trace."""
     started = datetime.now(timezone.utc)
     obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=onnode.thread_env(cpus, env),
                   omp=omp)
@@ -108,9 +112,17 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         else:
             if status:
                 status("cachegrind pass (valgrind; 20-100x slower than the run)")
-            stats = cg.run(probe_cmd or argv, inventory, cpus=cpus, env=env)
+            stats = cg.run(probe_cmd or argv, inventory, cpus=cpus, env=env, sample_s=cachegrind_sample_s)
             cg_doc = _attach_cachegrind(phases, stats)
+            if stats.sampled:
+                cg_doc["sample_s"] = cachegrind_sample_s
+                notes.append(f"cachegrind pass stopped after its {cachegrind_sample_s:g} s sample: its counts "
+                             "describe the start of the run")
             sources.append("cachegrind")
+    elif "counters" not in sources:
+        notes.append("without hardware counters or --cachegrind, only the working set tells a phase's kind of "
+                     "work apart (a cache-blocked compute phase with a large working set looks memory-bound; "
+                     "integer and FP work look alike): --cachegrind-sample 10 adds the instruction mix")
     samples = {"t_s": [r["t_s"] for r in run.samples]}
     # `threads` is a fixed thread count the user told the app to use (OMP_NUM_THREADS): projection then
     # keeps it on every node. Without one, the app uses all of a node's CPUs (onnode.thread_env), so it
