@@ -1,4 +1,5 @@
-"""Which calibration `match` applies to a model's intervals: read from the registry's checked predictions.
+"""What `match` reads from the registry to size a model's intervals: the calibration from its checked
+predictions, and the stored dispersion of the profiles its ratios come from.
 
 A stored prediction is checked by the runs of its app on its node measured after it, at the
 thread count the app runs with there and on the traced input (the rules of `nodereg accuracy`);
@@ -40,6 +41,23 @@ def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals
     if calibration.calibrated:
         calibration.scale = intervals.conformal_scale(scores)
     return calibration
+
+
+_DISPERSION = """
+SELECT n.name, avg(r.cv * r.cv) AS cv2
+FROM v_latest_profile l
+JOIN nodes n ON n.node_id = l.node_id
+JOIN profile_runs r ON r.profile_id = l.profile_id
+WHERE l.suite = :suite AND r.cv IS NOT NULL
+GROUP BY n.name"""
+
+
+def load_dispersion(conn: sa.Connection, suite: str) -> dict[str, float]:
+    """Per node, the root-mean-square coefficient of variation over the repetitions of every config
+    of its latest profiles in `suite` (one per host): how much its medians are to be trusted, which
+    widens every ratio read from them (intervals.profile_noise). Nodes without one are left out."""
+    return {name: float(cv2) ** 0.5 for name, cv2 in conn.execute(sa.text(_DISPERSION), {"suite": suite})
+            if cv2 is not None}
 
 
 def _applied(explanation: str | None) -> float:

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
 from registry.match import references as refs_mod
-from registry.match.calibration import load_calibration
+from registry.match.calibration import load_calibration, load_dispersion
 from registry.models import intervals
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
@@ -335,6 +335,7 @@ class Inputs:
     suite: str = "nodereg"       # the suite of configs the references are drawn from
     exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
     calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
+    dispersion: dict[str, float] = field(default_factory=dict)   # node -> its profiles' RMS cv (calibration.py)
 
 
 _BASE_RUNS = """
@@ -379,7 +380,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
                   stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude),
-                  load_calibration(conn, *model_identity(model)))
+                  load_calibration(conn, *model_identity(model)), load_dispersion(conn, suite))
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -412,7 +413,7 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
     threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
     warnings += _scaling_beyond_trace(nodes_out, threads)
     _widen(nodes_out, [float(trace.wall_s), *(t for _, n, t in inputs.runs if n is None or n == threads)],
-           inputs.calibration)
+           inputs.calibration, inputs.dispersion, inputs.base)
     warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
                                   [w for r in results for p in r.predictions.values() for w in p.warnings]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
@@ -420,12 +421,16 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                        calibration=inputs.calibration.to_dict() if inputs.calibration else None)
 
 
-def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibration | None) -> None:
-    """Every node's interval with the base time's noise added (registry.models.intervals: one rule),
-    never narrower than the floor, then scaled by the model's calibration."""
+def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibration | None,
+           dispersion: dict[str, float], base: str) -> None:
+    """Every node's interval with the base time's noise and the two profiles' dispersion added
+    (registry.models.intervals: one rule), never narrower than the floor, then scaled by the
+    model's calibration. The base node's own row is its base time: no profile ratio widens it."""
     noise = intervals.base_noise(base_samples)
     for n in nodes:
-        low, high = intervals.combine(n.predicted_s, n.low_s, n.high_s, noise)
+        spread = 0.0 if n.node == base else intervals.profile_noise(dispersion.get(base, 0.0),
+                                                                     dispersion.get(n.node, 0.0))
+        low, high = intervals.combine(n.predicted_s, n.low_s, n.high_s, noise, spread)
         if calibration is not None:
             low, high = intervals.scaled(n.predicted_s, low, high, calibration.scale)
         n.low_s, n.high_s = low, high
