@@ -77,7 +77,8 @@ def match(
             err_console.print(f"note: {found.note}")
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
                              exclude=tuple(exclude or ()))
-        caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
+        caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
+            caveats_mod.working_set_caveats(conn, inputs.phases, inputs.base, inputs.targets, inputs.suite)
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already

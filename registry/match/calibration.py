@@ -35,7 +35,7 @@ def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals
     for pid, predicted, low, high, explanation, time_s in conn.execute(sa.text(_CHECKED),
                                                                         {"model": model, "version": version}):
         checked.setdefault(pid, [predicted, low, high, explanation, []])[4].append(time_s)
-    scores = [intervals.score(predicted, low, high, statistics.median(times), _applied(explanation))
+    scores = [intervals.score(predicted, low, high, statistics.median(times), applied_scale(explanation))
               for predicted, low, high, explanation, times in checked.values()]
     calibration = intervals.Calibration(model, version, len(scores))
     if calibration.calibrated:
@@ -60,7 +60,7 @@ def load_dispersion(conn: sa.Connection, suite: str) -> dict[str, float]:
             if cv2 is not None}
 
 
-def _applied(explanation: str | None) -> float:
+def applied_scale(explanation: str | None) -> float:
     """The half-width scale a stored prediction's interval was given (1 before calibration existed)."""
     try:
         return float(json.loads(explanation or "{}").get("interval_scale") or 1.0)
