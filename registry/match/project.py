@@ -166,7 +166,12 @@ def parallel_use(signature: dict) -> float | None:
     it; else its CPU use. On a shared host the CPU use alone reads low: `openssl speed -multi 2`
     kept 0.27 of this 2-vCPU machine's CPUs busy while six other test suites ran, and Amdahl's split
     (registry.match.references.thread_parts) took it for a serial program, predicting a 192-vCPU
-    type no faster than one core (docs/sparecores-trace.md). On an idle host the two agree."""
+    type no faster than one core (docs/sparecores-trace.md). On an idle host the two agree. An
+    OpenMP region timed by the shim says how many threads did its work (`omp.busy_threads`), which
+    /proc cannot: threads spinning at the region's end read as busy there; that count is used."""
+    busy = signature.get("omp", {}).get("busy_threads")
+    if busy is not None and math.isfinite(busy):
+        return float(busy)
     util = cpu_util(signature)
     demand = signature.get("sched", {}).get("demand")
     if util is None or demand is None or not math.isfinite(demand):
