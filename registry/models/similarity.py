@@ -252,10 +252,17 @@ class SimilarityModel(ProjectionModel):
         keep = np.isfinite(dist)
         if not keep.any():
             return np.zeros(y.shape[1])
-        gap = np.abs(y[keep] - y[nearest[keep]])                         # pairs x nodes, NaN: unmeasured
-        dk = np.where(np.isfinite(gap), dist[keep][:, None], 0.0)
+        gap = y[keep] - y[nearest[keep]]                                 # pairs x nodes, NaN: unmeasured
+        np.abs(gap, out=gap)
+        dk = dist[keep]
+        missing = np.isnan(gap)
+        if missing.any():          # matrix products, not pairs x nodes temporaries: 10,000 nodes stay cheap
+            gap[missing] = 0.0
+            den = (dk ** 2) @ ~missing
+        else:
+            den = np.full(gap.shape[1], (dk ** 2).sum())
         with np.errstate(invalid="ignore", divide="ignore"):
-            slope = (dk * np.nan_to_num(gap)).sum(axis=0) / (dk ** 2).sum(axis=0)
+            slope = (dk @ gap) / den
         return np.where(np.isfinite(slope), slope, 0.0)
 
     @staticmethod
