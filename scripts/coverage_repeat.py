@@ -147,17 +147,7 @@ def main() -> int:
         shapes = va.variants(args.prefix)
         base = max(shapes, key=lambda v: len(v.cpus))
         va.ensure_tools(names)
-        programs = []
-        for name in names:
-            try:
-                prog = va.program(name, work, len(os.sched_getaffinity(0)), args.npb_archive)
-            except (RuntimeError, ValueError) as exc:
-                console.print(f"{name}: [skipped] {exc}")
-                continue
-            if shutil.which(prog.argv[0]) is None:
-                console.print(f"{name}: [skipped] {prog.argv[0]} is not installed")
-                continue
-            programs.append(prog)
+        programs = [p for p in (va.runnable(name, work, args.npb_archive) for name in names) if p is not None]
         if not programs:
             console.print("error: no program to run")
             return 1

@@ -178,6 +178,19 @@ def program(name: str, work: Path, threads: int, archive: Path) -> Program:
     raise ValueError(f"unknown program {name!r} (NPB: KERNEL.CLASS such as cg.A; others: {', '.join(OTHER_DEFAULT)})")
 
 
+def runnable(name: str, work: Path, archive: Path) -> Program | None:
+    """The program `name` (built or generated in `work`), or None, said why, where it cannot run here."""
+    try:
+        prog = program(name, work, len(os.sched_getaffinity(0)), archive)
+    except (RuntimeError, ValueError) as exc:
+        console.print(f"  [skipped] {name}: {exc}")
+        return None
+    if shutil.which(prog.argv[0]) is None:
+        console.print(f"  [skipped] {name}: {prog.argv[0]} is not installed")
+        return None
+    return prog
+
+
 def repetitions(least: int, traced_s: float) -> int:
     """Repetitions of each measured run: at least `least`, more for a short program, so that one node's
     runs add up to MEASURED_S (its time from the trace on the base, the fastest variant), up to
@@ -314,13 +327,8 @@ def main() -> int:
         uids = set()
         for i, name in enumerate(names, 1):
             console.print(f"[{i}/{len(names)}] {name}")
-            try:
-                prog = program(name, work, len(os.sched_getaffinity(0)), args.npb_archive)
-            except (RuntimeError, ValueError) as exc:
-                console.print(f"  [skipped] {exc}")
-                continue
-            if shutil.which(prog.argv[0]) is None:
-                console.print(f"  [skipped] {prog.argv[0]} is not installed")
+            prog = runnable(name, work, args.npb_archive)
+            if prog is None:
                 continue
             if uid := validate(prog, db, base, shapes, work, args):
                 uids.add(uid)
