@@ -56,7 +56,7 @@ def test_a_config_window_keeps_its_working_set_when_reads_are_expensive(binary, 
     """On a 16-CPU host with a 300 MiB L3, one working-set read of the driver cost more than the
     budget allows in a config's 0.3 s window, so the next read fell past the window's end, and the
     window's last row, read with the driver still alive, was thrown away as if it were a zombie's:
-    36 of 40 configs had no working set. Here the budget is made tiny (any read is 'expensive'),
+    64 of 72 representative configs had no working set. Here the budget is made tiny (any read is 'expensive'),
     so only the read at the window's end can give the working set."""
     from registry.microbench.driver import Driver
     from registry.profile import catalog, signatures
