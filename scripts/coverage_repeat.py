@@ -135,6 +135,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed to one run")
     parser.add_argument("--npb-archive", type=Path, default=va.NPB_ARCHIVE, help=f"default: {va.NPB_ARCHIVE}")
     parser.add_argument("--prefix", default="cov", help="prefix of the variants' node names")
+    parser.add_argument("--measured-s", type=float, default=va.MEASURED_S,
+                        help=f"a short program is repeated until its runs on the base add up to this (default "
+                             f"{va.MEASURED_S:g})")
     parser.add_argument("--json", action="store_true", help="print the cells and the summary as JSON")
     args = parser.parse_args()
     if args.rounds < 1:
