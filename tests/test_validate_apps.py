@@ -61,7 +61,7 @@ def test_runs_are_interleaved_before_match(script, monkeypatch, tmp_path):
     monkeypatch.setattr(script, "nodereg", nodereg)
     monkeypatch.setattr(script, "read_trace", lambda path: type("T", (), {"wall_s": 2.0, "meta": {"uid": "u1"}})())
     base, other = script.Variant("val-2c", (0, 1)), script.Variant("val-1c", (0,))
-    args = type("A", (), {"timeout": 60.0, "model": "similarity", "repeat": 3})()
+    args = type("A", (), {"timeout": 60.0, "model": "similarity", "repeat": 3, "measured_s": script.MEASURED_S})()
     uid = script.validate(script.Program("p", ["p"]), "duckdb://", base, [other, base], tmp_path, args)
     assert uid == "u1" and calls == ["trace", *["run val-2c x1", "run val-1c x1"] * 4, "match"]
 
