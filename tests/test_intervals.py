@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from conftest import both_backends
 
 from registry.db import open_registry, utcnow
 from registry.db.write import insert_rows, new_uid
@@ -82,6 +83,7 @@ def test_match_says_its_calibration_and_accuracy_its_coverage(cli, db_url):
     assert "by conformal calibration on 12 checked predictions" in cli("match", "app", "--no-store").out
 
 
+@both_backends
 def test_profile_dispersion_widens_the_nodes_it_comes_from(cli, db_url):
     """A node whose profile's repetitions scatter (stored cv) is predicted less surely; the other
     nodes keep their intervals. A noisy base profile widens every target, not the base's own row."""

@@ -122,7 +122,8 @@ def test_scaling_with_the_usl_and_ensemble_models(cli, tmp_path):
             assert any("the models disagree" in w for w in data["warnings"])
 
 
-def test_scaling_fits_one_input_and_refuses_a_mix(cli, tmp_path):
+@both_backends
+def test_scaling_fits_one_input_and_refuses_a_mix(cli, db_url, tmp_path):
     """Runs of two inputs (a small one 4x faster) are not one scaling curve: without --input the fit
     is refused naming the inputs; with it, only that input's runs are fitted (and its own curve's
     serial time comes back, not a blend)."""

@@ -6,6 +6,8 @@ import json
 
 import sqlalchemy as sa
 
+from conftest import both_backends
+
 from registry.db import open_registry
 from registry_data import profile_at_speeds, three_node_registry
 
@@ -76,6 +78,7 @@ def _sized_trace(name: str, memory_mb: float | None):
     return trace
 
 
+@both_backends
 def test_working_sets_beyond_the_profile_or_across_a_cache_are_said_and_widen(cli, db_url):
     """The base's largest config is 64 MiB and every node's last-level cache 32 MiB, but `fast`'s is
     256 MiB: a 100 MiB memory phase is beyond what the base measured (every node widened) and would
