@@ -45,51 +45,62 @@ from registry.models import intervals  # noqa: E402
 console = Console(stderr=True, highlight=False)
 DEFAULT_PROGRAMS = ("xz", "zstd", "numpy-matmul", "cg.W", "mg.W", "is.W")
 
-# each round's predictions (the latest set of each of its traces) against that round's runs
+# every stored prediction (the latest set of each trace) away from the base, with its trace's start
+# and the runs of its app on its node at the thread count it runs there
 _CELLS = """
-SELECT t.uid AS trace_uid, a.name AS app, n.name AS node, p.predicted_s, p.low_s, p.high_s,
-       p.explanation_json, r.run_id, r.time_s
+SELECT t.uid AS trace_uid, t.started_at, a.name AS app, n.name AS node, b.name AS base,
+       p.predicted_s, p.low_s, p.high_s, p.explanation_json, r.created_at AS run_at, r.time_s
 FROM predictions p
 JOIN traces t ON t.trace_id = p.trace_id
 JOIN apps a ON a.app_id = p.app_id
 JOIN nodes n ON n.node_id = p.node_id
+JOIN nodes b ON b.node_id = p.base_node_id
 JOIN runs r ON r.app_id = p.app_id AND r.node_id = p.node_id AND r.threads = COALESCE(t.threads, n.n_cpus)
 WHERE p.node_id <> p.base_node_id AND p.model_name = :model
   AND p.created_at = (SELECT max(q.created_at) FROM predictions q WHERE q.trace_id = p.trace_id
                       AND q.model_name = p.model_name)"""
 
 
-def _max_run_id(db: str) -> int:
-    reg = open_registry(db, readonly=True)
-    with reg.connect() as conn:
-        value = conn.execute(sa.text("SELECT max(run_id) FROM runs")).scalar()
-    reg.close()
-    return int(value or 0)
+def cells(db: str, model: str) -> list[dict]:
+    """One row per round, program and target node. A program's k-th trace is its round k; a run
+    belongs to the round of its program's latest trace started before it. Each row: prediction,
+    interval, the scale `match` applied, the profile caveats' factor in it (registry.match.caveats:
+    unstable or loaded profiles), and the median of the round's runs there."""
+    from registry.match.caveats import profile_caveats
 
-
-def cells(db: str, model: str, rounds: list[dict]) -> list[dict]:
-    """One row per round, program and target node: prediction, interval, the scale `match` applied,
-    and the median of the round's runs there."""
     reg = open_registry(db, readonly=True)
     with reg.connect() as conn:
         rows = conn.execute(sa.text(_CELLS), {"model": model}).mappings().all()
+        factor: dict[str, float] = {}
+        for c in profile_caveats(conn, sorted({r["node"] for r in rows} | {r["base"] for r in rows})):
+            factor[c.node] = factor.get(c.node, 1.0) * c.factor
     reg.close()
+    starts: dict[str, list] = {}
+    for row in rows:
+        starts.setdefault(row["app"], [])
+        if row["started_at"] not in starts[row["app"]]:
+            starts[row["app"]].append(row["started_at"])
+    for app in starts:
+        starts[app].sort()
     out: dict[tuple, dict] = {}
-    for i, rnd in enumerate(rounds):
-        for row in rows:
-            if row["trace_uid"] not in rnd["uids"] or not rnd["first_run"] < row["run_id"] <= rnd["last_run"]:
-                continue
-            key = (i, row["app"], row["node"])
-            cell = out.setdefault(key, {"round": i + 1, "app": row["app"], "node": row["node"],
-                                        "predicted_s": row["predicted_s"], "low_s": row["low_s"],
-                                        "high_s": row["high_s"], "scale": applied_scale(row["explanation_json"]),
-                                        "times": []})
-            cell["times"].append(row["time_s"])
+    for row in rows:
+        mine = starts[row["app"]]
+        k = mine.index(row["started_at"])
+        if not (row["run_at"] >= row["started_at"] and (k + 1 == len(mine) or row["run_at"] < mine[k + 1])):
+            continue      # a run of another round checks that round's prediction
+        cell = out.setdefault((k, row["app"], row["node"]), {
+            "round": k + 1, "app": row["app"], "node": row["node"], "predicted_s": row["predicted_s"],
+            "low_s": row["low_s"], "high_s": row["high_s"], "scale": applied_scale(row["explanation_json"]),
+            "caveat_factor": factor.get(row["base"], 1.0) * factor.get(row["node"], 1.0), "times": []})
+        cell["times"].append(row["time_s"])
     for cell in out.values():
         cell["measured_s"] = statistics.median(cell.pop("times"))
         cell["covered"] = bool(intervals.covered(cell["low_s"], cell["measured_s"], cell["high_s"]))
-        cell["score"] = intervals.score(cell["predicted_s"], cell["low_s"], cell["high_s"], cell["measured_s"],
-                                        cell["scale"])
+        f = cell["caveat_factor"]
+        cell["covered_without_caveats"] = bool(intervals.covered(cell["low_s"] * f, cell["measured_s"],
+                                                                 cell["high_s"] / f))
+        cell["score"] = intervals.score(cell["predicted_s"], cell["low_s"] * f, cell["high_s"] / f,
+                                        cell["measured_s"], cell["scale"])
     return sorted(out.values(), key=lambda c: (c["round"], c["app"], c["node"]))
 
 
@@ -114,12 +125,51 @@ def summary(cells_: list[dict], rounds: int) -> list[dict]:
         conformal, based_on, scale = conformal_coverage(cells_, r)
         out.append({"round": r, "predictions": len(mine),
                     "coverage": sum(c["covered"] for c in mine) / len(mine),
+                    "coverage_without_caveats": sum(c["covered_without_caveats"] for c in mine) / len(mine),
+                    "caveat_factor": statistics.median(c["caveat_factor"] for c in mine),
                     "applied_scale": statistics.median(c["scale"] for c in mine),
                     "conformal_coverage": conformal, "conformal_scores": based_on, "conformal_scale": scale,
                     "median_abs_error": statistics.median(abs(math.log(c["measured_s"] / c["predicted_s"]))
                                                           for c in mine),
                     "median_width": statistics.median(math.log(c["high_s"] / c["low_s"]) / 2 for c in mine)})
     return out
+
+
+def report(db: str, model: str, as_json: bool) -> int:
+    """Print the coverage per round (a table, or JSON)."""
+    found = cells(db, model)
+    if not found:
+        console.print("error: no prediction away from the base node was checked by a run of its round")
+        return 1
+    rounds = max(c["round"] for c in found)
+    rows = summary(found, rounds)
+    if as_json:
+        print(json.dumps({"nominal": intervals.NOMINAL, "rounds": rows, "cells": found}, indent=1))
+        return 0
+    table = Table(title=f"Interval coverage of `nodereg match` ({model}) over {rounds} validation rounds on "
+                        f"{os.uname().nodename}; nominal {intervals.NOMINAL:.0%}")
+    for col in ("round", "predictions", "coverage as matched", "profile caveats' factor", "coverage without them",
+                "scale applied", "conformal on earlier rounds", "median |log error|", "median half-width"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        conformal = ("n/a" if row["conformal_coverage"] is None else
+                     f"{row['conformal_coverage']:.0%} (x{row['conformal_scale']:.2f}, "
+                     f"{row['conformal_scores']} scores)")
+        table.add_row(str(row["round"]), str(row["predictions"]), f"{row['coverage']:.0%}",
+                      f"x{row['caveat_factor']:.1f}", f"{row['coverage_without_caveats']:.0%}",
+                      f"x{row['applied_scale']:.2f}", conformal, f"{row['median_abs_error']:.3f}",
+                      f"{row['median_width']:.3f}")
+    Console(width=170).print(table)
+    total = sum(c["covered"] for c in found) / len(found)
+    bare = sum(c["covered_without_caveats"] for c in found) / len(found)
+    later = [c for c in found if c["round"] > 1]
+    conformal_all = [c["score"] <= conformal_coverage(found, c["round"])[2] for c in later]
+    print(f"all rounds: {total:.0%} of {len(found)} outcomes inside the interval as matched, {bare:.0%} without "
+          "the profile caveats' widening"
+          + (f"; {sum(conformal_all) / len(conformal_all):.0%} of {len(later)} in rounds 2-{rounds} with conformal "
+             "calibration (of the intervals without caveats) on the rounds before" if later else "")
+          + f" (nominal {intervals.NOMINAL:.0%})")
+    return 0
 
 
 def main() -> int:
@@ -138,11 +188,18 @@ def main() -> int:
     parser.add_argument("--measured-s", type=float, default=va.MEASURED_S,
                         help=f"a short program is repeated until its runs on the base add up to this (default "
                              f"{va.MEASURED_S:g})")
+    parser.add_argument("--report-only", action="store_true", help="run nothing: report on the rounds already "
+                                                                   "in --db (a program's k-th trace is round k)")
     parser.add_argument("--json", action="store_true", help="print the cells and the summary as JSON")
     args = parser.parse_args()
     if args.rounds < 1:
         console.print("error: --rounds must be at least 1")
         return 2
+    if args.report_only:
+        if not args.db:
+            console.print("error: --report-only reports on --db URL")
+            return 2
+        return report(args.db, args.model, args.json)
     names = [n.strip() for n in (args.programs or ",".join(DEFAULT_PROGRAMS)).split(",") if n.strip()]
     work = Path(tempfile.mkdtemp(prefix="nodereg-coverage-"))
     db = args.db or f"duckdb:///{work / 'coverage.duckdb'}"
@@ -156,7 +213,6 @@ def main() -> int:
             return 1
         console.print(f"work directory {work}; registry {db}; variants: "
                       + ", ".join(f"{v.name} (CPUs {cpulist.format(v.cpus)})" for v in shapes))
-        rounds = []
         for r in range(1, args.rounds + 1):
             done = va.profiled(db)
             for v in shapes:
@@ -166,39 +222,10 @@ def main() -> int:
                                                    "--quick")):
                         console.print(f"error: profiling {v.name} failed: {err}")
                         return 1
-            first = _max_run_id(db)
-            uids = set()
             for prog in programs:
                 console.print(f"round {r}/{args.rounds}: {prog.name}")
-                if uid := va.validate(prog, db, base, shapes, work, args):
-                    uids.add(uid)
-            rounds.append({"uids": uids, "first_run": first, "last_run": _max_run_id(db)})
-        found = cells(db, args.model, rounds)
-        rows = summary(found, args.rounds)
-        if args.json:
-            print(json.dumps({"nominal": intervals.NOMINAL, "rounds": rows, "cells": found}, indent=1))
-            return 0
-        table = Table(title=f"Interval coverage of `nodereg match` ({args.model}) over {args.rounds} validation "
-                            f"rounds on {os.uname().nodename}; nominal {intervals.NOMINAL:.0%}")
-        for col in ("round", "predictions", "coverage (as matched)", "scale applied", "coverage (conformal on "
-                    "earlier rounds)", "median |log error|", "median half-width"):
-            table.add_column(col, justify="right")
-        for row in rows:
-            conformal = ("n/a" if row["conformal_coverage"] is None else
-                         f"{row['conformal_coverage']:.0%} (x{row['conformal_scale']:.2f}, "
-                         f"{row['conformal_scores']} scores)")
-            table.add_row(str(row["round"]), str(row["predictions"]), f"{row['coverage']:.0%}",
-                          f"x{row['applied_scale']:.2f}", conformal, f"{row['median_abs_error']:.3f}",
-                          f"{row['median_width']:.3f}")
-        Console(width=160).print(table)
-        total = sum(c["covered"] for c in found) / len(found) if found else float("nan")
-        later = [c for c in found if c["round"] > 1]
-        conformal_all = [c["score"] <= conformal_coverage(found, c["round"])[2] for c in later]
-        print(f"all rounds: {total:.0%} of {len(found)} outcomes inside the interval as matched"
-              + (f"; {sum(conformal_all) / len(conformal_all):.0%} of {len(later)} in rounds 2-{args.rounds} "
-                 "with conformal calibration on the rounds before" if later else "")
-              + f" (nominal {intervals.NOMINAL:.0%})")
-        return 0
+                va.validate(prog, db, base, shapes, work, args)
+        return report(db, args.model, args.json)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
