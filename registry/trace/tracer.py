@@ -122,7 +122,8 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
     elif "counters" not in sources:
         notes.append("without hardware counters or --cachegrind, only the working set tells a phase's kind of "
                      "work apart (a cache-blocked compute phase with a large working set looks memory-bound; "
-                     "integer and FP work look alike): --cachegrind-sample 10 adds the instruction mix")
+                     "integer and FP work look alike): `trace --cachegrind-sample 10` and `profile --cachegrind` "
+                     "add the instruction mix to the phases and to the references")
     samples = {"t_s": [r["t_s"] for r in run.samples]}
     # `threads` is a fixed thread count the user told the app to use (OMP_NUM_THREADS): projection then
     # keeps it on every node. Without one, the app uses all of a node's CPUs (onnode.thread_env), so it
