@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 from lumos_synth import BASE, VMS, make_dataset
 
 from registry import evaluate as ev
@@ -407,13 +407,14 @@ def test_eval_lumos_script_reports_each_size_pair_direction(synth_registry, caps
     assert "train on one data size, predict the adjacent one" in capsys.readouterr().out
 
 
-def test_runs_of_another_input_are_not_mixed_in(tmp_path):
+@both_backends
+def test_runs_of_another_input_are_not_mixed_in(db_url, tmp_path):
     """One app traced and run on input 'small' also has runs 10x longer on 'large' on every node: by
     default evaluate compares the runs of its trace's input (the truth unchanged), `--input large`
     leaves the app out (its trace is of another input), `--input small` keeps it as it was."""
     from registry.db.write import new_uid
 
-    url = f"duckdb:///{tmp_path / 'r.duckdb'}"
+    url = db_url
     reg = open_registry(url)
     import_lumos(reg, make_dataset(tmp_path / "synth", n_apps=4))
     reg.close()
