@@ -19,6 +19,7 @@ from registry.measure import cachegrind as cg
 from registry.measure import streams as probe
 from registry.measure import counters as perf
 from registry.trace import binary
+from registry.trace import mpi as mpi_trace
 from registry.trace import omp as gomp
 from registry.trace import phases as ph
 from registry.measure import onnode, runner, signature
@@ -69,24 +70,34 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
                   timeout_s: float | None = None, cpus: list[int] | None = None, env: dict | None = None,
                   inventory: Inventory | None = None, cachegrind: bool = False,
                   probe_cmd: list[str] | None = None, omp: bool = True, streams: bool = False,
-                  probe_timeout_s: float | None = None,
+                  probe_timeout_s: float | None = None, mpi: bool = True,
                   status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
     """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...).
 
     `streams`: a stream-probe pass (registry.measure.streams) on the same command and input (the
     streams' sizes and the iterations are the run's own), killed after `probe_timeout_s` (default:
     probe_limit of the run's time). A failed probe keeps the trace: its reason is in
-    ``meta["streams"]["error"]``."""
+    ``meta["streams"]["error"]``. `mpi`: when `argv` starts an MPI launcher, follow every rank with the
+    PMPI library (registry.trace.mpi): the phases get their computation/communication split."""
     started = datetime.now(timezone.utc)
-    obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=onnode.thread_env(cpus, env),
-                  omp=omp)
-    run = obs.run
+    with tempfile.TemporaryDirectory(prefix="nodereg-pmpi-") as pmpi_out:
+        run_argv, run_env, launcher = argv, onnode.thread_env(cpus, env), mpi_trace.launcher(argv) if mpi else None
+        if launcher:
+            prepared = mpi_trace.prepare(argv, run_env, Path(pmpi_out))
+            run_argv, run_env = prepared.argv, prepared.env
+        obs = observe(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=run_env, omp=omp)
+        obs.run.argv = list(argv)
+        run = obs.run
+        phases = (ph.marker_phases(run.markers, run.wall_s) + ph.omp_phases(obs.omp_records, run.wall_s)
+                  + ph.auto_phases(run.samples, run.wall_s, interval_s))
+        mpi_doc, mpi_notes = (mpi_trace.collect(phases, Path(pmpi_out), status=run.status, launcher_name=launcher,
+                                                host=socket.gethostname(), t0_monotonic=run.t0_monotonic,
+                                                markers=run.markers, wall_s=run.wall_s)
+                              if launcher else (None, []))
     llc = inventory.last_level_cache() if inventory else None
     llc_bytes = llc.size_bytes if llc else None
-    phases = (ph.marker_phases(run.markers, run.wall_s) + ph.omp_phases(obs.omp_records, run.wall_s)
-              + ph.auto_phases(run.samples, run.wall_s, interval_s))
     signature.attach(phases, run.samples, obs.counter_rows, llc_bytes, interval_s)
-    notes, sources = list(obs.notes), list(obs.sources)
+    notes, sources = list(obs.notes) + mpi_notes, list(obs.sources) + (["mpi"] if mpi_doc else [])
     streams_doc = None
     try:
         notes += phase_streams.attach_declared(phases, run.markers)
@@ -125,6 +136,7 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         meta={"cpu_list": None if cpus is None else ",".join(map(str, cpus)),
               "probe_cmd": probe_cmd, "llc_bytes": llc_bytes, "wss_cost_s": run.wss_cost_s, "cpu_s": run.cpu_s,
               "omp_max_threads": omp_threads, "streams": streams_doc, "binary": binary.needs(argv[0]),
+              **({"mpi": mpi_doc} if mpi_doc else {}),
               "counters": [{k: v for k, v in r.items()} for r in obs.counter_rows] or None})
     return trace, notes
 
