@@ -8,6 +8,7 @@ a `Trace` (phases of all three methods, signatures, optional cachegrind pass).
 import os
 import socket
 import tempfile
+from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -39,9 +40,11 @@ class Observation:
 
 def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
             cpus: list[int] | None = None, env: dict | None = None, omp: bool = True,
-            counters: bool | None = None, wss: bool = True, stdout: int | None = None) -> Observation:
+            counters: bool | None = None, wss: bool = True, stdout: int | None = None,
+            scratch: tuple[Path, ...] = ()) -> Observation:
     """Run `argv` once under every available sampling source (`stdout`: a file descriptor for its
-    standard output, default ours). Raises runner.Interrupted on Ctrl-C."""
+    standard output, default ours; `scratch`: the caller's temporary directories, removed with the
+    run's own if the tracer is killed). Raises runner.Interrupted on Ctrl-C."""
     env = dict(os.environ if env is None else env)
     runner.check_command(argv, env)
     use_counters = perf.available() if counters is None else counters
@@ -56,7 +59,7 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
                 notes.append(f"OpenMP regions not traced: {exc}")
         run_argv = perf.wrap(argv, perf_out, interval_s) if use_counters else list(argv)
         result = runner.run(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, wss=wss,
-                            scratch=(Path(tmp),), stdout=stdout)
+                            scratch=(Path(tmp), *scratch), stdout=stdout)
         result.argv = list(argv)
         counter_rows = perf.parse(perf_out.read_text()) if use_counters and perf_out.exists() else []
         records = gomp.read_records(omp_out, result.t0_monotonic) if omp else []
@@ -80,12 +83,14 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
     ``meta["streams"]["error"]``. `mpi`: when `argv` starts an MPI launcher, follow every rank with the
     PMPI library (registry.trace.mpi): the phases get their computation/communication split."""
     started = datetime.now(timezone.utc)
-    with tempfile.TemporaryDirectory(prefix="nodereg-pmpi-") as pmpi_out:
-        run_argv, run_env, launcher = argv, onnode.thread_env(cpus, env), mpi_trace.launcher(argv) if mpi else None
+    launcher = mpi_trace.launcher(argv) if mpi else None
+    with tempfile.TemporaryDirectory(prefix="nodereg-pmpi-") if launcher else nullcontext() as pmpi_out:
+        run_argv, run_env = argv, onnode.thread_env(cpus, env)
         if launcher:
             prepared = mpi_trace.prepare(argv, run_env, Path(pmpi_out))
             run_argv, run_env = prepared.argv, prepared.env
-        obs = observe(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=run_env, omp=omp)
+        obs = observe(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=run_env, omp=omp,
+                      scratch=(Path(pmpi_out),) if launcher else ())
         obs.run.argv = list(argv)
         run = obs.run
         phases = (ph.marker_phases(run.markers, run.wall_s) + ph.omp_phases(obs.omp_records, run.wall_s)
