@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
+from registry.match import comm as comm_mod
 from registry.match import references as refs_mod
 from registry.match.calibration import load_calibration
 from registry.models import intervals
@@ -335,6 +336,7 @@ class Inputs:
     suite: str = "nodereg"       # the suite of configs the references are drawn from
     exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
     calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
+    comm: object = None          # registry.match.comm.CommInputs: an MPI trace's communication part
 
 
 _BASE_RUNS = """
@@ -345,11 +347,12 @@ WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
                 nodes: list[str] | None = None, model: str = PROJECTION, suite: str | None = None,
-                exclude: tuple[str, ...] = ()) -> Inputs:
+                exclude: tuple[str, ...] = (), comm: dict | None = None) -> Inputs:
     """What projecting the traced app onto every node (or `nodes`) with `model` reads, checked. A
     model that needs streams (corredor) projects the phases that carry them (registry.match.streams).
     `suite`: the configs compared (default: registry.match.references.choose_suite); `exclude`:
-    config key prefixes that are not references."""
+    config key prefixes that are not references; `comm`: registry.match.comm.load's options (model,
+    ranks) for an MPI trace's communication part."""
     trace = found.trace
     base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
@@ -379,7 +382,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
                   stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude),
-                  load_calibration(conn, *model_identity(model)))
+                  load_calibration(conn, *model_identity(model)), comm_mod.load(conn, trace, profiles.n_cpus[base], **(comm or {})))
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -405,8 +408,10 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
         results = [_project_streamed(p, p.weight * wall, inputs, model, options, cache, fixed_threads)
                    for p in inputs.phases]
     else:
-        results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,
-                                  cache, fixed_threads) for p in inputs.phases]
+        results = [comm_mod.project_phase(p, p.weight * wall, inputs.comm, inputs.base, inputs.targets,
+                                          lambda q, t: _project_phase(q, t, trace, inputs.profiles, model, options or {},
+                                                                      inputs.targets, cache, fixed_threads))
+                   for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
     threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
