@@ -186,3 +186,22 @@ def test_bad_requests_are_one_line_errors(cli, registry, db_url):
     reg.close()
     assert_one_line_error(cli("match", "plain", "--ranks", 2), "has none: trace it through its launcher")
     assert_one_line_error(cli("match", "plain", "--configs"), "has no ranks")
+
+
+def test_traces_at_several_rank_counts_give_barnes_sep(cli, registry, db_url):
+    """Traced at 1, 2, 4 and 8 ranks: computation 16/q s, communication growing (0.5 q s); the
+    scaling model is fitted on the traces with their split, and loglog takes SEP."""
+    registry()
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for q in (1, 4, 8, 2):
+            t = _mpi_trace()
+            comm = 0.5 * q
+            t.wall_s = 16.0 / q + comm
+            t.meta = {"mpi": {"ranks": q, "per_rank": [{"rank": r, "mpi_s": comm} for r in range(q)]}}
+            store.save(conn, t)
+    reg.close()
+    res = cli("match", "mpiapp", "--model", "loglog", "--json", "--no-store", "--nodes", "b")
+    assert res.code == 0, res.err
+    said = [w for w in json.loads(res.out)["warnings"] if "MPI traces" in w]
+    assert said and "ranks x threads 1, 2, 4, 8" in said[0] and said[0].endswith("technique SEP")

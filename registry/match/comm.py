@@ -67,6 +67,9 @@ class CommInputs:
     ranks: int                                  # projected to
     threads: int
     base_cpus: int
+    # the app's MPI traces on its node: (ranks x threads, wall seconds, the slowest rank's MPI
+    # seconds), Barnes's SEP training runs (registry.match.scaled)
+    traced_runs: list[tuple[int, float, float]] = field(default_factory=list)
     fitted: dict[str, CommModel | None] = field(default_factory=dict)
 
     def at(self, ranks: int, threads: int | None = None) -> CommInputs:
@@ -108,7 +111,28 @@ def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MOD
     if ranks is not None and ranks < 1:
         raise UserError("--ranks must be 1 or more")
     traced, threads = int(doc["ranks"]), max(1, int(trace.meta.get("omp_max_threads") or 1))
-    return CommInputs(model, load_profiles(conn), traced, threads, ranks or traced, threads, base_cpus)
+    return CommInputs(model, load_profiles(conn), traced, threads, ranks or traced, threads, base_cpus,
+                      traced_runs(conn, trace))
+
+
+_TRACES = """
+SELECT t.wall_s, t.meta_json FROM traces t JOIN apps a ON a.app_id = t.app_id JOIN nodes n ON n.node_id = t.node_id
+WHERE a.name = :a AND n.name = :n AND t.status = 'ok' ORDER BY t.trace_id"""
+
+
+def traced_runs(conn: sa.Connection, trace) -> list[tuple[int, float, float]]:
+    """Every MPI trace of the app on the trace's node: (ranks x threads, wall s, max over ranks of
+    the time in MPI: Barnes's per-processor MAX split)."""
+    out = []
+    for wall, meta_json in conn.execute(sa.text(_TRACES), {"a": trace.name, "n": trace.node}):
+        meta = json.loads(meta_json or "{}")
+        doc = meta.get("mpi") or {}
+        per_rank = doc.get("per_rank") or []
+        if not per_rank or not wall:
+            continue
+        cpus = int(doc["ranks"]) * max(1, int(meta.get("omp_max_threads") or 1))
+        out.append((cpus, float(wall), max(float(r["mpi_s"]) for r in per_rank)))
+    return out
 
 
 def _added(a: NodePrediction, b: NodePrediction) -> NodePrediction:
