@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 from registry_data import profile_at_speeds
 
 from registry.db import open_registry, utcnow
@@ -106,6 +106,7 @@ def _hockney_s(node, msgs, nbytes):
     return msgs * ALPHA_US[node] * 1e-6 + nbytes / BETA[node]
 
 
+@both_backends
 def test_the_communication_part_moves_with_each_nodes_mpi_profile(cli, registry):
     registry()
     res = cli("match", "mpiapp", "--json", "--explain", "--no-store")
@@ -188,6 +189,7 @@ def test_bad_requests_are_one_line_errors(cli, registry, db_url):
     assert_one_line_error(cli("match", "plain", "--configs"), "has no ranks")
 
 
+@both_backends
 def test_traces_at_several_rank_counts_give_barnes_sep(cli, registry, db_url):
     """Traced at 1, 2, 4 and 8 ranks: computation 16/q s, communication growing (0.5 q s); the
     scaling model is fitted on the traces with their split, and loglog takes SEP."""

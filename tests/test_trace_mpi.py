@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import assert_one_line_error, fetch_rows
+from conftest import assert_one_line_error, both_backends, fetch_rows
 from mpi_node import node_mpi  # noqa: F401 (a fixture)
 
 from registry.db import open_registry
@@ -60,6 +60,7 @@ def _stored(db_url):
     return trace
 
 
+@both_backends
 def test_every_rank_is_followed_and_each_phase_split(cli, launch, halo, db_url, tmp_path):
     figures = tmp_path / "own.txt"
     res = cli("trace", "--node", "base", "--name", "halo", "--json", "--", *launch(2), halo, STEPS, HALO, N, 4,
@@ -129,6 +130,7 @@ def _cmdline(proc: Path) -> str:
         return ""
 
 
+@both_backends
 def test_a_mixed_trace_is_refused_and_nothing_stored(cli, launch, halo, tmp_path, db_url, monkeypatch):
     # a wrapper that starts rank 1 without the library (drops LD_PRELOAD): a mixed trace
     wrapper = tmp_path / "wrap.sh"
