@@ -162,3 +162,19 @@ def test_no_mpi_traces_the_launcher_as_processes(cli, launch, halo, db_url):
     assert res.code == 0, res.err
     (row,) = fetch_rows(db_url, "SELECT meta_json FROM traces")
     assert "mpi" not in json.loads(row["meta_json"])
+
+
+def test_each_launcher_gets_the_library_to_its_ranks(node_mpi, tmp_path):  # noqa: F811
+    from registry.trace import mpi as mpi_trace
+
+    env = {"PATH": os.environ["PATH"], "LD_PRELOAD": "/other.so"}
+    for launcher in ("mpirun", "mpiexec"):
+        prepared = mpi_trace.prepare([launcher, "-np", "2", "./app"], env, tmp_path / launcher)
+        # Open MPI's launchers pass the variables on to ranks they start on other hosts too
+        assert prepared.argv == [launcher, "-x", "LD_PRELOAD", "-x", "NODEREG_PMPI_OUT", "-np", "2", "./app"]
+        assert prepared.env["LD_PRELOAD"].endswith(" /other.so") and "libnodereg-pmpi" in prepared.env["LD_PRELOAD"]
+        assert prepared.env["NODEREG_PMPI_OUT"] == str(tmp_path / launcher) and (tmp_path / launcher).is_dir()
+    srun = mpi_trace.prepare(["srun", "-n", "2", "./app"], env, tmp_path / "srun")
+    assert srun.argv == ["srun", "-n", "2", "./app"]            # srun exports the environment itself
+    assert mpi_trace.launcher(["/usr/bin/mpiexec.hydra", "x"]) == "mpiexec.hydra"
+    assert mpi_trace.launcher(["python", "mpirun"]) is None
