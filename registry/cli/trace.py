@@ -21,7 +21,7 @@ from registry.values import command_line, plural
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
-                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"))
+                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"), ("mpi", "comm_share"))
 
 
 def _node_row(conn: sa.Connection, name: str | None) -> dict | None:

@@ -62,7 +62,6 @@ def _is_open_mpi(program: str) -> bool:
 class Prepared:
     argv: list[str]
     env: dict
-    out: Path
 
 
 def prepare(argv: list[str], env: dict, out: Path) -> Prepared:
@@ -77,7 +76,7 @@ def prepare(argv: list[str], env: dict, out: Path) -> Prepared:
     program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
     if launcher(argv) != "srun" and _is_open_mpi(program):
         argv[1:1] = ["-x", "LD_PRELOAD", "-x", pmpi.OUT_ENV]
-    return Prepared(argv, env, out)
+    return Prepared(argv, env)
 
 
 @dataclass
