@@ -207,3 +207,15 @@ def test_traces_at_several_rank_counts_give_barnes_sep(cli, registry, db_url):
     assert res.code == 0, res.err
     said = [w for w in json.loads(res.out)["warnings"] if "MPI traces" in w]
     assert said and "ranks x threads 1, 2, 4, 8" in said[0] and said[0].endswith("technique SEP")
+
+
+def test_the_base_time_takes_runs_at_the_traced_rank_count(cli, registry):
+    """Traced at 1 rank on a 2-CPU base: the measured runs at 1 (not at the base's 2 CPUs) join it."""
+    trace = _mpi_trace()
+    trace.meta = {"mpi": {"ranks": 1}}
+    registry(trace)
+    for threads, seconds in ((1, 30), (1, 30), (2, 5)):
+        assert cli("runs", "add", "mpiapp", "b", "--threads", threads, "--time", seconds).code == 0
+    res = cli("match", "mpiapp", "--json", "--no-store", "--nodes", "b")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["base_time_s"] == pytest.approx(30.0)

@@ -68,7 +68,11 @@ def choose_phases(phases: list, wall_s: float, usable=None) -> list:
 
 
 def traced_threads(trace, base_cpus: int) -> int:
-    """The thread count the app ran with on its base node: the one it was told, else all the CPUs."""
+    """The thread count the app ran with on its base node: the one it was told, else all the CPUs;
+    an MPI app's ranks x OpenMP threads per rank (registry.trace.mpi)."""
+    mpi = trace.meta.get("mpi") if isinstance(trace.meta, dict) else None
+    if mpi and mpi.get("ranks"):
+        return int(mpi["ranks"]) * max(1, int(trace.meta.get("omp_max_threads") or 1))
     return int(trace.threads or base_cpus)
 
 
