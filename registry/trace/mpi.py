@@ -9,9 +9,11 @@ that directory must be on a file system they share with this one (a cluster's ho
 
 From the records, every phase of the trace (whatever found it: markers, OpenMP regions, change
 points) gets its computation/communication split per rank: the MPI time, calls, messages, bytes,
-collectives and peers that fall in the phase's intervals (the shim's bins, 0.1 ms in runs up to 3 s,
-shared out by overlap). The phase's signature gets source `mpi` (the means over ranks, and the largest share);
-`trace.meta["mpi"]` keeps every rank's figures, per phase and for the whole run.
+collectives and peers of the phase. Marker phases are counted call by call (the C markers tell the
+library which phase is open); other phases take what falls in their intervals on the library's
+time line (bins of 0.1 ms in runs up to 3 s, shared out by overlap). The phase's signature gets
+source `mpi` (the means over ranks, and the largest share); `trace.meta["mpi"]` keeps every rank's
+figures, per phase and for the whole run.
 
 A trace is refused, with nothing stored, when some ranks ran without the library while others had
 it (a mixed trace: the split would describe a part of the program as the whole).
