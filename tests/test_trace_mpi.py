@@ -123,6 +123,20 @@ def test_a_hanging_rank_is_killed_on_timeout(cli, launch, tmp_path, db_url, node
     assert left == []                                   # every rank's process is gone
 
 
+def test_a_crashing_rank_fails_the_trace_without_a_split(cli, launch, tmp_path, db_url, node_mpi):  # noqa: F811
+    crash = tmp_path / "crash.c"
+    crash.write_text('#include <mpi.h>\n#include <stdlib.h>\nint main(int c, char **v) { MPI_Init(&c, &v); int r; '
+                     'MPI_Comm_rank(MPI_COMM_WORLD, &r); if (r == 1) abort(); MPI_Barrier(MPI_COMM_WORLD); '
+                     'MPI_Finalize(); return 0; }\n')
+    program = compile_c([crash], "mpi_crash", openmp=False, libs=(), cc=node_mpi.mpicc)
+    res = cli("trace", "--node", "base", "--timeout", "60", "--", *launch(2), program)
+    assert res.code not in (0, 124) and "MPI split not recorded: the command failed" in res.err
+    (row,) = fetch_rows(db_url, "SELECT status, meta_json FROM traces")
+    assert row["status"] == "failed" and "mpi" not in json.loads(row["meta_json"])
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(str(program))]
+    assert left == []                                   # the launcher took the other rank down with it
+
+
 def _cmdline(proc: Path) -> str:
     try:
         return (proc / "cmdline").read_text().replace("\0", " ")
