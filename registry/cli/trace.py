@@ -21,7 +21,7 @@ from registry.values import command_line, plural
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
-                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"))
+                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"), ("mpi", "comm_share"))
 
 
 def _node_row(conn: sa.Connection, name: str | None) -> dict | None:
@@ -74,6 +74,9 @@ def trace(
     probe_cmd: str = typer.Option(None, "--probe-cmd", help="Command (reduced input) for the cachegrind pass, "
                                                             "split like a shell would but never run by one."),
     omp: bool = typer.Option(True, "--omp/--no-omp", help="Time OpenMP parallel regions (GCC libgomp shim)."),
+    mpi: bool = typer.Option(True, "--mpi/--no-mpi", help="When CMD is an MPI launcher (mpirun, mpiexec, srun), "
+                                                        "follow every rank with the PMPI library: each phase's "
+                                                        "computation/communication split (docs/mpi.md)."),
     streams: bool = typer.Option(False, "--streams", help="Add a stream-probe pass (valgrind with nodereg's tool, "
                                                           "same input; 15-30x slower, hundreds of times with the "
                                                           "lackey fallback): the memory streams that "
@@ -114,6 +117,9 @@ def trace(
         check_available()
     if out:
         _check_writable(out)
+    if mpi:
+        from registry.trace.mpi import check
+        check(argv)
     with state(ctx).registry().begin() as conn:
         node_row = _node_row(conn, node)
         host_inventory = None
@@ -140,7 +146,8 @@ def trace(
         result, notes = trace_command(
             argv, name=name or Path(argv[0]).name, node=node_row["name"], interval_s=interval,
             timeout_s=timeout, cpus=cpus, inventory=inventory, cachegrind=cachegrind, probe_cmd=probe,
-            cachegrind_sample_s=cachegrind_sample, omp=omp, streams=streams, probe_timeout_s=probe_timeout, status=status)
+            cachegrind_sample_s=cachegrind_sample, omp=omp, mpi=mpi, streams=streams, probe_timeout_s=probe_timeout,
+            status=status)
         result.meta["input"] = workload
     except (Interrupted, KeyboardInterrupt):  # (typer would turn a KeyboardInterrupt into a silent exit 130)
         raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
+from registry.match import comm as comm_mod
 from registry.match import references as refs_mod
 from registry.match.calibration import load_calibration, load_dispersion
 from registry.models import intervals
@@ -67,7 +68,11 @@ def choose_phases(phases: list, wall_s: float, usable=None) -> list:
 
 
 def traced_threads(trace, base_cpus: int) -> int:
-    """The thread count the app ran with on its base node: the one it was told, else all the CPUs."""
+    """The thread count the app ran with on its base node: the one it was told, else all the CPUs;
+    an MPI app's ranks x OpenMP threads per rank (registry.trace.mpi)."""
+    mpi = trace.meta.get("mpi") if isinstance(trace.meta, dict) else None
+    if mpi and mpi.get("ranks"):
+        return int(mpi["ranks"]) * max(1, int(trace.meta.get("omp_max_threads") or 1))
     return int(trace.threads or base_cpus)
 
 
@@ -341,6 +346,7 @@ class Inputs:
     exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
     calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
     dispersion: dict[str, float] = field(default_factory=dict)   # node -> its profiles' RMS cv (calibration.py)
+    comm: object = None          # registry.match.comm.CommInputs: an MPI trace's communication part
 
 
 _BASE_RUNS = """
@@ -351,11 +357,12 @@ WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
                 nodes: list[str] | None = None, model: str = PROJECTION, suite: str | None = None,
-                exclude: tuple[str, ...] = ()) -> Inputs:
+                exclude: tuple[str, ...] = (), comm: dict | None = None) -> Inputs:
     """What projecting the traced app onto every node (or `nodes`) with `model` reads, checked. A
     model that needs streams (corredor) projects the phases that carry them (registry.match.streams).
     `suite`: the configs compared (default: registry.match.references.choose_suite); `exclude`:
-    config key prefixes that are not references."""
+    config key prefixes that are not references; `comm`: registry.match.comm.load's options (model,
+    ranks) for an MPI trace's communication part."""
     trace = found.trace
     base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
@@ -385,7 +392,8 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
                   stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude),
-                  load_calibration(conn, *model_identity(model)), load_dispersion(conn, suite))
+                  load_calibration(conn, *model_identity(model)), load_dispersion(conn, suite),
+                  comm_mod.load(conn, trace, profiles.n_cpus[base], **(comm or {})))
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -411,8 +419,10 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
         results = [_project_streamed(p, p.weight * wall, inputs, model, options, cache, fixed_threads)
                    for p in inputs.phases]
     else:
-        results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,
-                                  cache, fixed_threads) for p in inputs.phases]
+        results = [comm_mod.project_phase(p, p.weight * wall, inputs.comm, inputs.base, inputs.targets,
+                                          lambda q, t: _project_phase(q, t, trace, inputs.profiles, model, options or {},
+                                                                      inputs.targets, cache, fixed_threads))
+                   for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
     threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
