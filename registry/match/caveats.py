@@ -70,7 +70,7 @@ def apply(result, caveats: list[Caveat], base: str) -> None:
     everywhere = factor.get(base, 1.0)
     for n in result.nodes:
         f = everywhere * (factor.get(n.node, 1.0) if n.node != base else 1.0)
-        n.low_s, n.high_s = n.low_s / f, n.high_s * f
+        n.widen(f"the profiles' caveats x{f:.2g} (see the warnings)", n.low_s / f, n.high_s * f)
     for c in caveats:
         scope = "every node's interval widened" if c.node == base else "its interval widened"
         result.warnings.append(f"{c.node}: {c.detail}; {scope} x{c.factor:.2g}"
