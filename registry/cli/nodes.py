@@ -7,7 +7,7 @@ import sqlalchemy as sa
 import typer
 
 from registry.cli.app import app, import_app, remove_confirmed, state
-from registry.cli.output import console, print_json, print_table
+from registry.cli.output import console, print_json, print_table, say
 from registry.db.upgrade import require_current
 from registry.errors import UserError
 from registry.nodefilter import NodeFilter
@@ -76,7 +76,7 @@ def list_nodes(
     print_table(rows, columns, empty="no node matches the filters" if chosen.active else
                 "no nodes registered yet: run `nodereg profile NODE`")
     if rows and fp64 == "fp64_gflops":
-        console.print(FIGURES_DEFINED)
+        say(FIGURES_DEFINED)
 
 
 def fp64_column(reg) -> str:

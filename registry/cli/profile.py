@@ -11,7 +11,7 @@ from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColum
 from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.interrupts import interrupts_reported
-from registry.cli.output import console, err_console, print_json, print_table, text_column
+from registry.cli.output import console, err_console, print_json, print_table, say, text_column
 from registry.errors import UserError
 from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
 from registry.measure import load
@@ -219,11 +219,11 @@ def profile(
         return
     _print_summary(summary, prep.plan.threads)
     if memory is not None:
-        console.print(f"memory bandwidth: {memory.value:.3g} GB/s ({memory.describe()}): the node's figure in "
-                      "`nodereg nodes` (memory_triad_gbs), match and reports")
+        say(f"memory bandwidth: {memory.value:.3g} GB/s ({memory.describe()}): the node's figure in "
+            "`nodereg nodes` (memory_triad_gbs), match and reports")
     if peak is not None:
-        console.print(f"FP64 peak: {peak.value:.3g} GFLOP/s ({peak.describe()}): the node's figure in "
-                      "`nodereg nodes` (fp64_gflops), match and reports")
+        say(f"FP64 peak: {peak.value:.3g} GFLOP/s ({peak.describe()}): the node's figure in "
+            "`nodereg nodes` (fp64_gflops), match and reports")
     console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
                   f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:
