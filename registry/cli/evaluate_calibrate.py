@@ -34,7 +34,7 @@ def _models(text: str | None) -> list[str]:
 
 # the models built for a reference set seen from calibration nodes (the others expect signatures of
 # traced runs on one base node; they may still be named with --models)
-CALIBRATION_MODELS = ("similar-runs", "vcpu-ratio", "best-micro-ratio", "geekbench-ratio")
+CALIBRATION_MODELS = ("similar-runs", "similar-runs-gbt", "paris", "vcpu-ratio", "best-micro-ratio", "geekbench-ratio")
 
 
 def run_calibrate(ctx: typer.Context, k: int, seeds: list[int], suite: str, models: str | None,

@@ -132,7 +132,28 @@ class SimilarRunsModel(ProjectionModel):
                        "F": F[keep], "L": ratio.values[keep], "single": np.nan_to_num(meta[SINGLE]) > 0.5,
                        "app": np.nan_to_num(meta[IS_APP]) > 0.5}
         self.fitted["choice"] = {}   # per query thread class: (tolerance, app weight, half widths per node)
+        self.fitted["inner"] = {}    # per query thread class: (reference apps, nodes, their inner-CV log predictions)
         return self
+
+    def inner_targets(self, single: bool) -> np.ndarray:
+        """The references the inner cross-validation predicts for queries of this thread class: its
+        applications (its references, or all of them, where fewer than 5)."""
+        f = self.fitted
+        targets = np.flatnonzero(f["app"] & (f["single"] == single))
+        if len(targets) < 5:
+            targets = np.flatnonzero(f["single"] == single) if (f["single"] == single).sum() >= 5 else \
+                np.arange(len(f["refs"]))
+        return targets
+
+    def scored_nodes(self) -> np.ndarray:
+        """Indices of the nodes the inner cross-validation scores: up to INNER_NODES evenly spread ones
+        outside the calibration nodes."""
+        f = self.fitted
+        cal_nodes = {c[len(CAL):] for c in f["columns"]}
+        others = np.array([i for i, n in enumerate(f["nodes"]) if n not in cal_nodes], dtype=int)
+        if len(others) > INNER_NODES:
+            others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
+        return others
 
     def _prior(self, single: bool, app_weight: float) -> np.ndarray:
         f = self.fitted
@@ -145,15 +166,9 @@ class SimilarRunsModel(ProjectionModel):
         key = bool(single)
         if key in f["choice"]:
             return f["choice"][key]
-        targets = np.flatnonzero(f["app"] & (f["single"] == single))
-        if len(targets) < 5:
-            targets = np.flatnonzero(f["single"] == single) if (f["single"] == single).sum() >= 5 else \
-                np.arange(len(f["refs"]))
+        targets = self.inner_targets(single)
         fam = family_codes(f["refs"])
-        cal_nodes = {c[len(CAL):] for c in f["columns"]}
-        others = np.array([i for i, n in enumerate(f["nodes"]) if n not in cal_nodes])
-        if len(others) > INNER_NODES:
-            others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
+        others = self.scored_nodes()
         L = f["L"][:, others]
         grid = [(t, a) for t in ((self.tolerance,) if self.tolerance else TOLERANCES) for a in APP_WEIGHTS]
         best = None
@@ -164,8 +179,9 @@ class SimilarRunsModel(ProjectionModel):
             err = np.abs(pred - L[targets])
             score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
             if best is None or score < best[0]:
-                best = (score, tol, weight, err)
-        _, tol, weight, err = best
+                best = (score, tol, weight, err, pred)
+        _, tol, weight, err, pred = best
+        f["inner"][key] = (targets, others, pred)
         glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
         half = np.full(len(f["nodes"]), glob)
         per = column_quantile(err, self.coverage, at_least=10)
@@ -211,5 +227,5 @@ class SimilarRunsModel(ProjectionModel):
                             "L": np.array([[np.nan if v is None else v for v in row] for row in params["L"]],
                                           dtype=float),
                             "single": np.array(params["single"], dtype=bool),
-                            "app": np.array(params["app"], dtype=bool), "choice": {}}
+                            "app": np.array(params["app"], dtype=bool), "choice": {}, "inner": {}}
         return model
