@@ -46,6 +46,7 @@ KEY_REFERENCES = ("node:vcpus", "geekbench:score:single", "geekbench:score:multi
                   "sparecores:bw_mem:rd:16KB:all", "sparecores:openssl:sha256:16384:all",
                   "sparecores:stressngfull:cpu-div16:1t", "sparecores:stressngfull:cpu-div16:all")
 VCPUS = "node:vcpus"
+NEAREST = 3                # the closest references of a workload's thread class whose ratios are features
 TRAIN_NODES = 60          # nodes per training workload (of the inner cross-validation's, evenly spread)
 SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)   # similar-runs-gbt: the share of the trees' correction applied
 # fewer training workloads, fewer than 2 families, or fewer measured rows in either half: similar-runs'
@@ -94,6 +95,9 @@ class _LearnedRuns(SimilarRunsModel):
                 with np.errstate(divide="ignore", invalid="ignore"):
                     mem = np.log(np.asarray(nf["memory_bytes"], dtype=float))
                 cols.append(mem - np.nanmean(mem[cal]) if np.isfinite(mem[cal]).any() else mem)
+        # the share of the reference apps measured on the node: which of the suite's tool versions ran there
+        # (e.g. the 2024 compression runs used zstd's own threads, the 2025 ones one process per core)
+        cols.append(np.isfinite(f["L"][f["app"]]).mean(axis=0) if f["app"].any() else np.ones(len(nodes)))
         node_x = np.column_stack(cols + list(centred)) if cols or len(keys) else np.zeros((len(nodes), 0))
         vcpu_row = refs.get(VCPUS)
         vc = -f["F"][vcpu_row] if vcpu_row is not None else None      # log vCPUs over the base, per cal node
@@ -116,11 +120,33 @@ class _LearnedRuns(SimilarRunsModel):
         cols.append(gap)
         return np.hstack(cols)
 
-    def _rows(self, patterns: np.ndarray, nodes: np.ndarray, stacked: np.ndarray | None) -> np.ndarray:
-        """Feature rows of every (workload, node) pair: W*N rows, workload-major."""
+    def _nearest(self, patterns: np.ndarray, single: bool, family: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The NEAREST references of the workloads' thread class whose centred patterns over the
+        calibration nodes are closest to each workload's (W x NEAREST indices, RMS mismatches), a
+        training workload's own family left out (as the app's is from the references); ties (K = 1)
+        go to applications before micro-benchmarks."""
+        f = self.fitted
+        centred = patterns - patterns.mean(axis=1, keepdims=True)
+        cF = f["F"] - f["F"].mean(axis=1, keepdims=True)
+        gap = np.sqrt(((centred[:, None, :] - cF[None, :, :]) ** 2).mean(axis=2))
+        gap[:, f["single"] != single] = np.inf
+        if family is not None:
+            gap[family[:, None] == family_codes(f["refs"])[None, :]] = np.inf
+        order = np.lexsort((~f["app"][None, :].repeat(len(gap), 0), gap), axis=1)[:, :NEAREST]
+        return order, np.take_along_axis(gap, order, axis=1)
+
+    def _rows(self, patterns: np.ndarray, nodes: np.ndarray, stacked: np.ndarray | None, single: bool,
+              family: np.ndarray | None = None) -> np.ndarray:
+        """Feature rows of every (workload, node) pair: W*N rows, workload-major. `family`: each
+        training workload's family code (left out of its nearest references)."""
+        f = self.fitted
         w = self._workload_x(patterns)
         n = self._context()["node_x"][nodes]
-        parts = [np.repeat(w, len(nodes), axis=0), np.tile(n, (len(w), 1))]
+        near, gap = self._nearest(patterns, single, family)
+        offsets = f["F"].mean(axis=1)
+        projected = f["L"][near][:, :, nodes] - offsets[near][:, :, None]            # W x NEAREST x N
+        parts = [np.repeat(np.hstack([w, np.where(np.isfinite(gap), gap, np.nan)]), len(nodes), axis=0),
+                 np.tile(n, (len(w), 1)), projected.transpose(0, 2, 1).reshape(-1, near.shape[1])]
         if stacked is not None:
             parts.append(stacked.reshape(-1, 1))
         return np.hstack(parts)
@@ -152,7 +178,7 @@ class _LearnedRuns(SimilarRunsModel):
         stacked = inner - offset if self.residual else None
         if self.residual:
             y = y - stacked
-        X = self._rows(patterns, nodes, stacked)
+        X = self._rows(patterns, nodes, stacked, single, fam)
         counts = {c: int((fam == c).sum()) for c in set(fam)}
         w = np.repeat([1.0 / counts[c] for c in fam], len(nodes))
         part = np.repeat(np.isin(fam, sorted(counts)[::2]), len(nodes))   # families split in two halves
@@ -203,7 +229,7 @@ class _LearnedRuns(SimilarRunsModel):
             sr = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
             stacked = sr - offset
             explanation |= {"tolerance": tol, "app_weight": weight, "shrink": learned["shrink"]}
-        X = self._rows(q[None, :], everywhere, stacked)
+        X = self._rows(q[None, :], everywhere, stacked, single)
         log = offset + learned["shrink"] * np.mean([m.predict(X) for m in learned["models"]], axis=0)
         if stacked is not None:
             log = log + stacked
