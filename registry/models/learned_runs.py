@@ -52,9 +52,11 @@ SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)   # similar-runs-gbt: the share of the tre
 # fewer training workloads, fewer than 2 families, or fewer measured rows in either half: similar-runs'
 # prediction, with a warning
 MIN_WORKLOADS, MIN_ROWS = 6, 300
-# small, strongly regularised ensembles: a leaf holds several workloads' rows (what transfers to an app of
-# another family), and 1,818 folds of the evaluation stay within minutes (0.1 s per fit)
-TREES = {"max_iter": 25, "learning_rate": 0.2, "max_leaf_nodes": 8, "min_samples_leaf": 150, "max_bins": 32,
+# small, strongly regularised ensembles: a leaf holds at least 1/LEAF_SHARE of the rows, several workloads'
+# (what transfers to an app of another family; 150 rows on the Spare Cores data), and 1,818 folds of the
+# evaluation stay within minutes (0.1 s per fit)
+LEAF_SHARE = 20
+TREES = {"max_iter": 25, "learning_rate": 0.2, "max_leaf_nodes": 8, "max_bins": 32,
          "l2_regularization": 1.0, "early_stopping": False, "random_state": 0}
 
 
@@ -190,7 +192,8 @@ class _LearnedRuns(SimilarRunsModel):
         models, oof = [], np.full(len(y), np.nan)
         for held in (part, ~part):
             train = ok & ~held
-            model = HistGradientBoostingRegressor(**(TREES | {"max_iter": self.trees}))
+            leaf = max(20, int(train.sum()) // LEAF_SHARE)
+            model = HistGradientBoostingRegressor(**(TREES | {"max_iter": self.trees, "min_samples_leaf": leaf}))
             model.fit(X[train], y[train], sample_weight=w[train])
             models.append(model)
             test = ok & held
@@ -204,7 +207,8 @@ class _LearnedRuns(SimilarRunsModel):
         half = np.full(len(f["nodes"]), glob)
         per = column_quantile(err, self.coverage, at_least=10)
         half[nodes] = np.where(np.isfinite(per), per, glob)
-        f["learned"][key] = {"models": models, "half": half, "shrink": shrink}
+        f["learned"][key] = {"models": models, "half": half, "shrink": shrink,
+                             "workloads": [str(f["refs"][i]) for i in workloads]}
         return f["learned"][key]
 
     # -- predict -------------------------------------------------------------------------------
