@@ -140,6 +140,19 @@ def test_from_runs_ranks_by_time_and_cost_and_warns_across_architectures():
     assert [r.cost for r in by_cost] == sorted(r.cost for r in by_cost)
 
 
+def test_a_node_without_the_apps_kind_of_references_is_not_predicted():
+    """A node where none of the one-CPU references was measured (only all-CPU ones, as on some imported
+    servers without Geekbench or single-thread runs) is left out, not predicted by all-CPU scaling."""
+    data, _ = world()
+    app, bare = "compression:lz4-1:compress:1t", "Zen3-3"
+    data.costs.loc[bare, [c for c in data.costs.columns if c.endswith(":1t")]] = np.nan
+    data.times.loc[bare, [a for a in data.times.columns if a.endswith((":1t", ":single"))]] = np.nan
+    measured = {n: data.times.at[n, app] for n in ("Zen4-0", "IceLake-1")}
+    ranked = {r.node for r in from_runs(data, app, measured)}
+    assert bare not in ranked and "Zen3-4" in ranked
+    assert len(ranked) == len(data.nodes) - 3
+
+
 def test_from_runs_without_a_node_of_the_suite_is_a_user_error():
     data, _ = world()
     with pytest.raises(Exception, match="none of the nodes it was measured on"):

@@ -35,6 +35,7 @@ IS_APP = "meta.app"
 OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much
 TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
+MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
 
 
@@ -70,8 +71,11 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
     Lz = np.where(measured, L, 0.0)
     num = w @ Lz + (w * b) @ measured
     den = w @ measured
+    # a node where the references that carry the weight were not measured is not predicted: the mean
+    # over the few that were (e.g. all-CPU ones, for a one-CPU app) would be another app's scaling
+    share = den / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / den, np.nan)
+        return np.where((den > 0) & (share >= MIN_WEIGHT_SHARE), num / den, np.nan)
 
 
 def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
