@@ -67,8 +67,8 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
         logw = np.log(prior) - sse / (2 * tolerance ** 2)
     logw -= np.nanmax(np.where(np.isfinite(logw), logw, -np.inf), axis=1, keepdims=True)
     w = np.where(np.isfinite(logw), np.exp(logw), 0.0)
-    measured = np.isfinite(L)
-    Lz = np.where(measured, L, 0.0)
+    measured = np.isfinite(L).astype(float)       # float: a bool operand makes every product below 2x slower
+    Lz = np.where(measured > 0, L, 0.0)
     num = w @ Lz + (w * b) @ measured
     den = w @ measured
     # a node where the references that carry the weight were not measured is not predicted: the mean
