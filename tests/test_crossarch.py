@@ -16,22 +16,12 @@ from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
 from registry.models.plugins import create
 from conftest import assert_one_line_error, both_backends
-
-FAMILIES = [("Zen 4", "x86_64"), ("Zen 3", "x86_64"), ("Ice Lake", "x86_64"), ("Cascade Lake", "x86_64"),
-            ("Graviton3", "aarch64"), ("Graviton4", "aarch64")]
-
+from crossarch_synth import FAMILIES, synthetic_nodes
 
 def world(seed=0, nodes_per_family=12, noise=0.01):
     """(CrossData, exponents of each app): cost = core^a * mem^b * (1 / vcpus)^c, log-normal noise."""
     rng = np.random.default_rng(seed)
-    rows = []
-    for fam, arch in FAMILIES:
-        core_f, mem_f = rng.uniform(0.6, 1.6), rng.uniform(0.6, 1.6)
-        for i in range(nodes_per_family):
-            rows.append({"node": f"{fam.replace(' ', '')}-{i}", "cpu_family": fam, "architecture": arch,
-                         "n_cpus": int(rng.choice([2, 4, 8, 16, 32, 64])),
-                         "core": core_f * rng.uniform(0.9, 1.1), "mem": mem_f * rng.uniform(0.8, 1.25)})
-    nodes = pd.DataFrame(rows).set_index("node")
+    nodes = synthetic_nodes(rng, nodes_per_family, [2, 4, 8, 16, 32, 64])
     log_core, log_mem, log_cpu = (np.log(1 / nodes["core"]), np.log(1 / nodes["mem"]), -np.log(nodes["n_cpus"]))
 
     def cost(a, b, c, sd=noise):

@@ -13,9 +13,8 @@ from registry.crossarch import evaluate as cal
 from registry.crossarch.data import CrossData, app_family
 from registry.crossarch.references import ReferenceBank, query
 from registry.models.plugins import create
+from crossarch_synth import synthetic_nodes
 
-FAMILIES = [("Zen 4", "x86_64"), ("Zen 3", "x86_64"), ("Ice Lake", "x86_64"), ("Cascade Lake", "x86_64"),
-            ("Graviton3", "aarch64"), ("Graviton4", "aarch64")]
 SATURATION = 16      # vCPUs beyond which the services get no faster
 
 
@@ -24,15 +23,8 @@ def saturating_world(seed=0, nodes_per_family=16, services=14, noise=0.02):
     (linear in vCPUs); all-CPU services `svcN:all`, each its own family, whose time is a mix of core
     and memory speed divided by min(vCPUs, SATURATION); and a few one-CPU apps."""
     rng = np.random.default_rng(seed)
-    rows = []
-    for fam, arch in FAMILIES:
-        core, mem = rng.uniform(0.6, 1.6), rng.uniform(0.6, 1.6)
-        for i in range(nodes_per_family):
-            rows.append({"node": f"{fam.replace(' ', '')}-{i}", "cpu_family": fam, "architecture": arch,
-                         "n_cpus": int(rng.choice([2, 4, 8, 16, 32, 64, 96, 192])),
-                         "memory_bytes": float(2 ** rng.integers(32, 40)),
-                         "core": core * rng.uniform(0.9, 1.1), "mem": mem * rng.uniform(0.8, 1.25)})
-    nodes = pd.DataFrame(rows).set_index("node")
+    nodes = synthetic_nodes(rng, nodes_per_family, [2, 4, 8, 16, 32, 64, 96, 192])
+    nodes["memory_bytes"] = 2.0 ** rng.integers(32, 40, len(nodes))
     log_core, log_mem = np.log(1 / nodes["core"]), np.log(1 / nodes["mem"])
     log_vcpus = np.log(nodes["n_cpus"].astype(float))
 
@@ -77,6 +69,19 @@ def test_similar_runs_gbt_is_no_worse_than_similar_runs_and_keeps_its_interval()
     mine, base = table["similar-runs-gbt"], table["similar-runs"]
     assert mine["median_ae"] <= base["median_ae"] * 1.1 + 0.005
     assert 0.5 <= mine["coverage"] <= 1.0
+
+
+@pytest.mark.parametrize("name", ["paris", "similar-runs-gbt"])
+def test_learned_models_serve_one_calibration_node_and_equal_vcpu_counts(name):
+    """K = 1 (no pattern, no vCPU slope) and calibration nodes of one vCPU count: a feature that is NaN
+    for every training row must not stop the trees (scikit-learn refuses such a column)."""
+    data = saturating_world()
+    data.nodes.loc[["Zen4-0", "Graviton3-1", "IceLake-2"], "n_cpus"] = 8
+    for k, cal_nodes in ((1, ["Zen4-0"]), (3, ["Zen4-0", "Graviton3-1", "IceLake-2"])):
+        model, q = _fitted(name, "svc3:all", cal_nodes, data)
+        preds = model.predict(q, ["Zen3-3", "Graviton4-2"])
+        assert not model.warnings and all(np.isfinite(p.predicted_s) for p in preds)
+        assert not model.fitted["learned"][False]["features"].all()     # the NaN slope was left out
 
 
 def _fitted(name, app, cal_nodes, data):

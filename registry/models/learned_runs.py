@@ -189,6 +189,8 @@ class _LearnedRuns(SimilarRunsModel):
         if min((ok & part).sum(), (ok & ~part).sum()) < MIN_ROWS:
             f["learned"][key] = None
             return None
+        used = ~np.all(np.isnan(X[ok]), axis=0)   # a feature NaN everywhere (the vCPU slope at K = 1) is left out
+        X = X[:, used]
         models, oof = [], np.full(len(y), np.nan)
         for held in (part, ~part):
             train = ok & ~held
@@ -207,7 +209,7 @@ class _LearnedRuns(SimilarRunsModel):
         half = np.full(len(f["nodes"]), glob)
         per = column_quantile(err, self.coverage, at_least=10)
         half[nodes] = np.where(np.isfinite(per), per, glob)
-        f["learned"][key] = {"models": models, "half": half, "shrink": shrink,
+        f["learned"][key] = {"models": models, "half": half, "shrink": shrink, "features": used,
                              "workloads": [str(f["refs"][i]) for i in workloads]}
         return f["learned"][key]
 
@@ -233,7 +235,7 @@ class _LearnedRuns(SimilarRunsModel):
             sr = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
             stacked = sr - offset
             explanation |= {"tolerance": tol, "app_weight": weight, "shrink": learned["shrink"]}
-        X = self._rows(q[None, :], everywhere, stacked, single)
+        X = self._rows(q[None, :], everywhere, stacked, single)[:, learned["features"]]
         log = offset + learned["shrink"] * np.mean([m.predict(X) for m in learned["models"]], axis=0)
         if stacked is not None:
             log = log + stacked
