@@ -26,7 +26,7 @@ from registry.crossarch.project import from_runs
 from registry.db import open_registry
 from registry.errors import UserError
 
-DEFAULT_APPS = ("geekbench:clang:single", "compression:zstd-3:compress:all", "redis:set:p16")
+DEFAULT_APPS = ("geekbench:clang:single", "compression:brotli-4:compress:all", "redis:set:p16")
 console = Console(width=140)
 
 
