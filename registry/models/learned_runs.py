@@ -3,26 +3,27 @@ trees trained, in every fit, over many *training workloads* - the reference appl
 thread class, its own family already left out of the references - on the same calibration nodes.
 
 * ``paris`` (after Yadwadkar et al., "Selecting the best VM across multiple public clouds", SoCC
-  2017): one row per (training workload w, node n); the features are the workload's fingerprint on
-  the calibration nodes (its centred log pattern, its slope against the vCPU count, how far its
-  pattern is from each key reference's) and the target node's (log vCPUs, log vCPUs over the
-  calibration nodes' mean and largest, the share of calibration nodes of another architecture,
-  memory, and a few key references' log ratios relative to the calibration nodes: Geekbench's scores
-  and micro-benchmarks of single-core speed, all-core compute, memory bandwidth and latency). The
+  2017): one row per (training workload w, node n). The workload's features are its fingerprint on
+  the calibration nodes: its centred log pattern, its slope against log vCPUs, how far its pattern
+  is from each key reference's, and the log ratios on n of its NEAREST references (a training
+  workload's own family left out). The node's: log vCPUs, log vCPUs over the calibration nodes'
+  mean and largest, the share of calibration nodes of another architecture, memory, the share of
+  the reference apps measured on it, and the key references' log ratios relative to the calibration
+  nodes (Geekbench's scores, single-core speed, all-core compute, memory bandwidth and latency). The
   target: w's log time on n relative to its mean over the calibration nodes.
 * ``similar-runs-gbt`` (stacked): the same rows plus similar-runs' own prediction, from the nested
   cross-validation that similar-runs already runs (each reference app predicted from the others, its
-  family left out); the trees learn the residual of similar-runs, so that they correct it only
-  where the training workloads show a pattern (e.g. all-CPU apps on nodes far larger than the
-  calibration nodes).
+  family left out); the trees learn the residual of similar-runs, and the share of their correction
+  that is applied (SHRINKS) is chosen on held-out families, so that a correction that does not
+  transfer to other families is switched off.
 
 Both cross-fit: the training workloads are split by family into two halves, one ensemble per half;
 each half's predictions of the other half's workloads are the out-of-fold errors that give the 80%
 interval (per node where at least 10 workloads were measured, pooled elsewhere: as similar-runs),
-and the prediction is the mean of the two ensembles. Training rows: every training workload on up to
-``INNER_NODES`` nodes spread over the suite (the nodes the inner cross-validation scores), each
-workload weighted 1 / (workloads of its family), so that 68 compression variants do not outvote the
-other families. Fitted models store their inputs, not trees: the ensembles are refitted, with a fixed
+and the prediction is the mean of the two ensembles. Training rows: every training workload on
+TRAIN_NODES nodes spread over the suite (of those the inner cross-validation scores), each workload
+weighted 1 / (workloads of its family), so that 68 compression variants do not outvote the other
+families. Fitted models store their inputs, not trees: the ensembles are refitted, with a fixed
 seed, when a loaded model first predicts.
 """
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 
+from registry.crossarch.references import VCPUS
 from registry.models.base import NodePrediction, NotFittedError, Query
 from registry.models.options import Option
 from registry.models.similar_runs import (CAL, SINGLE, SimilarRunsModel, column_quantile, family_codes,
@@ -39,13 +41,12 @@ from registry.models.similar_runs import (CAL, SINGLE, SimilarRunsModel, column_
 # references whose log ratios describe a node (those present serve; the rest of the suite's 368 configs
 # add little to these and cost fit time): vCPUs, Geekbench's scores, single-core speed, all-core
 # compute, memory bandwidth (all cores, in and out of cache), memory latency
-KEY_REFERENCES = ("node:vcpus", "geekbench:score:single", "geekbench:score:multi",
+KEY_REFERENCES = (VCPUS, "geekbench:score:single", "geekbench:score:multi",
                   "sparecores:passmark:CPU_SINGLETHREAD:1t", "sparecores:passmark:SUMM_CPU:all",
                   "sparecores:passmark:SUMM_ME:all", "sparecores:passmark:ME_THREADED:all",
                   "sparecores:passmark:ME_LATENCY:all", "sparecores:bw_mem:rd:512MB:all",
                   "sparecores:bw_mem:rd:16KB:all", "sparecores:openssl:sha256:16384:all",
                   "sparecores:stressngfull:cpu-div16:1t", "sparecores:stressngfull:cpu-div16:all")
-VCPUS = "node:vcpus"
 NEAREST = 3                # the closest references of a workload's thread class whose ratios are features
 TRAIN_NODES = 60          # nodes per training workload (of the inner cross-validation's, evenly spread)
 SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)   # similar-runs-gbt: the share of the trees' correction applied
@@ -53,8 +54,8 @@ SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)   # similar-runs-gbt: the share of the tre
 # prediction, with a warning
 MIN_WORKLOADS, MIN_ROWS = 6, 300
 # small, strongly regularised ensembles: a leaf holds at least 1/LEAF_SHARE of the rows, several workloads'
-# (what transfers to an app of another family; 150 rows on the Spare Cores data), and 1,818 folds of the
-# evaluation stay within minutes (0.1 s per fit)
+# (what transfers to an app of another family; 150 rows on the Spare Cores data), and a fit takes about
+# 0.1 s on an idle core
 LEAF_SHARE = 20
 TREES = {"max_iter": 25, "learning_rate": 0.2, "max_leaf_nodes": 8, "max_bins": 32,
          "l2_regularization": 1.0, "early_stopping": False, "random_state": 0}
