@@ -26,7 +26,7 @@ class Server:
     model: int | None = 17
     stepping: int = 1
     speed: float = 1.0
-    start: str = "2024-06-08T20:00:00.000001"
+    start: str = "2025-06-08T20:00:00.000001"
     flags: list[str] = field(default_factory=lambda: ["fpu", "sse2", "avx2"])
 
 

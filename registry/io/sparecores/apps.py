@@ -9,6 +9,8 @@ work / rate, with one constant `work` per app, so that ratios between servers ar
   of that unit (clang: 1,000 Klines, i.e. 1e6 lines). Multi-core results are all-CPU runs.
 * ``compression:<algo>-<level>[-b<block>]:compress|decompress:1t|all``: bytes/s over the text
   corpus (dickens of the Silesia corpus); the job is the corpus once, `COMPRESSION_WORK` bytes.
+  zstd's and bzip3's all-core figures measured up to 2024-09-20 are tagged ``all-2024`` instead:
+  another measurement under the same name upstream (registry.io.sparecores.appruns).
 * ``redis:set:p<pipeline>``: SET requests/s of redis-server + memtier_benchmark on every vCPU;
   the job is `REQUESTS_WORK` requests.
 * ``static_web:<size>:c<k>``: requests/s of a static web server (binserve) under wrk with k

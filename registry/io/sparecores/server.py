@@ -33,8 +33,7 @@ _MICRO = {"membench": micro.parse_membench, "bw_mem": micro.parse_bw_mem,
           "stressng": lambda t: micro.parse_stressng_cpu(t, "stressng"),
           "stressngsinglecore": lambda t: micro.parse_stressng_cpu(t, "stressngsinglecore"),
           "passmark": micro.parse_passmark, "openssl": micro.parse_openssl}
-_APPS = {"geekbench": appruns.parse_geekbench, "compression_text": appruns.parse_compression,
-         "redis": appruns.parse_redis}
+_APPS = {"geekbench": appruns.parse_geekbench, "redis": appruns.parse_redis}   # + compression_text, static_web
 
 MAX_OUTPUT = 64 * 2**20     # an output larger than this is not a benchmark's (a runaway log): skipped
 
@@ -133,7 +132,9 @@ def parse_server(server_dir: Path | str, specs: dict | None = None) -> ServerRec
                 found = _MICRO[task](text)
                 rec.measurements.extend(found)
             else:
-                found = appruns.parse_static_web(text, vcpus) if task == "static_web" else _APPS[task](text)
+                found = (appruns.parse_static_web(text, vcpus) if task == "static_web" else
+                         appruns.parse_compression(text, rec.tasks[task].start) if task == "compression_text" else
+                         _APPS[task](text))
                 rec.apps.extend(found)
         except (ValueError, TypeError, AttributeError, RecursionError):
             rec.skipped[task] = "unreadable output"
