@@ -33,14 +33,18 @@ from registry.values import command_line
 # of each host's latest profile of the type. A type profiled on several hosts takes the median over
 # them (schema/migrations/0008_hosts.sql); the others, most of a registry, are read as they are
 # (aggregating millions of single-host runs cost 4x the read). `first_run` orders the rows as the
-# configs were measured, which decides the base node's first run of a key.
+# configs were measured, which decides the base node's first run of a key. The level is a scalar
+# subquery on the signatures' key, not a LEFT JOIN: DuckDB built that join's hash table from the
+# millions of runs (1.8 s of a 10,000-node match), where the subquery takes half the CPU.
 _RUNS = """
 WITH latest AS (
     SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts FROM v_latest_profile
     WHERE suite = :suite),
 runs AS (
     SELECT r.run_id, l.node_id, l.hosts, c.threads,
-           CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
+           CAST(r.config_id * 64 + COALESCE((SELECT lv.value FROM signatures lv WHERE lv.owner_kind = 'profile_run'
+                AND lv.owner_id = r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level' LIMIT 1), -1) + 1
+                AS BIGINT) AS combo,
            CASE WHEN r.value IS NOT NULL     THEN 1.0 / NULLIF(r.median_s, 0)
                 WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
                 WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
@@ -48,9 +52,7 @@ runs AS (
                 ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END AS throughput
     FROM profile_runs r
     JOIN latest l ON l.profile_id = r.profile_id
-    JOIN ub_configs c ON c.config_id = r.config_id {suite_configs}
-    LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND lv.owner_id = r.run_id
-         AND lv.source = 'streams' AND lv.metric = 'ws_level')
+    JOIN ub_configs c ON c.config_id = r.config_id {suite_configs})
 SELECT run_id AS first_run, node_id, threads, combo, throughput FROM runs WHERE hosts = 1 AND throughput > 0
 UNION ALL
 SELECT min(run_id), node_id, threads, combo, percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput)
