@@ -211,9 +211,8 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     Returns (predictions, threads per node, base threads of the references, the model, warnings)."""
     lo_of, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
     part = predict_many(model, query, nodes)
-    code = {n: i for i, n in enumerate(profiles.node_names.tolist())}
-    at = np.array([code[n] for n in nodes], dtype=np.int64)
-    lo = np.array([lo_of[n] for n in nodes], dtype=np.int64)
+    at = np.array([profiles.code[n] for n in nodes], dtype=np.int64)
+    lo = refs_mod.threads_on(profiles, mode, k, "below")[at]
     want = refs_mod.wanted_threads(profiles, mode, k)[at]
     hi = refs_mod.threads_on(profiles, mode, k, "above")[at]
     between = np.flatnonzero((0 < lo) & (lo < want) & (want < hi))

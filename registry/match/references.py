@@ -113,6 +113,16 @@ class Profiles:
         seen[self.node, self.threads] = True
         return seen
 
+    @functools.cached_property
+    def cpus(self) -> np.ndarray:
+        """node code -> its CPUs (`n_cpus` as an array: read for every node by each thread mode)."""
+        return np.array([self.n_cpus.get(n, 1) for n in self.node_names.tolist()], dtype=float)
+
+    @functools.cached_property
+    def code(self) -> dict[str, int]:
+        """node name -> node code."""
+        return {n: i for i, n in enumerate(self.node_names.tolist())}
+
     def nodes(self) -> list[str]:
         return sorted(self.node_names[np.bincount(self.node, minlength=len(self.node_names)) > 0].tolist())
 
@@ -353,8 +363,7 @@ def _pool_one_thread(hardware: np.ndarray, key: np.ndarray, placement: np.ndarra
 def wanted_threads(profiles: Profiles, mode: str, k: int) -> np.ndarray:
     """The thread count a part of a phase would run at on each node (by node code): all its CPUs
     ('all') or min(k, CPUs) ('fixed')."""
-    want = np.array([profiles.n_cpus.get(n, 1) for n in profiles.node_names.tolist()], dtype=float)
-    return want if mode == "all" else np.minimum(want, k)
+    return profiles.cpus.copy() if mode == "all" else np.minimum(profiles.cpus, k)
 
 
 def threads_on(profiles: Profiles, mode: str, k: int, side: str = "below") -> np.ndarray:

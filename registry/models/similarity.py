@@ -318,8 +318,11 @@ class SimilarityModel(ProjectionModel):
                          "median ratio, with the full spread of its references as the interval"]
         # the known nodes' arrays onto the asked ones: a node never measured, or without a finite ratio,
         # has no prediction (NaN)
-        index = {n: i for i, n in enumerate(known)}
-        at = np.array([index.get(n, -1) for n in nodes], dtype=np.int64)
+        if known == nodes:      # every node asked for was measured (the usual case): no lookups
+            at = np.arange(len(nodes), dtype=np.int64)
+        else:
+            index = {n: i for i, n in enumerate(known)}
+            at = np.array([index.get(n, -1) for n in nodes], dtype=np.int64)
         ok = at >= 0
         ok[ok] = np.isfinite(est[at[ok]])
 
