@@ -1,4 +1,5 @@
-/* Compute kernels: FP64 peak with vector FMA, scalar FP64 FMA, integer multiply-add.
+/* Compute kernels: FP64 peak with vector FMA, scalar FP64 FMA, integer multiply-add, and an
+ * integer hash with a data-dependent branch per byte (int_branch).
  *
  * Each runs independent dependency chains (enough to cover the FMA latency on the units the
  * core has) of acc = acc * x + y, with x slightly below one so values stay near one: no
@@ -193,6 +194,46 @@ static void run_int(const struct ub_config *c, int tid, long passes, struct ub_t
 
 static double ops_int(const struct ub_config *c) { return 2.0 * UB_FMA_INNER * 8 * c->threads; }
 
+/* Integer and branches, the kind of work parsers and compressors do: FNV-1a style hashing of a
+ * 2 KiB table of pseudo-random bytes (L1-resident: one byte load per step), where each byte's low
+ * bit picks one of two updates. The bit is random, so about half of those branches mispredict: the
+ * front end, not the FP units or memory, bounds it. The compiler may turn the two-way update into a
+ * conditional move; the empty asm on the taken path keeps it a branch. Table: xorshift64 bytes from
+ * UB_BR_SEED; checksum: the hash scaled to [0, 1). */
+#define UB_BR_BYTES 2048
+#define UB_BR_SEED 88172645463325252ull
+#define UB_FNV_PRIME 1099511628211ull
+#define UB_FNV_BASIS 14695981039346656037ull
+
+static void run_branch(const struct ub_config *c, int tid, long passes, struct ub_thread_result *r)
+{
+    (void)c;
+    (void)tid;
+    unsigned char table[UB_BR_BYTES];
+    uint64_t x = UB_BR_SEED;
+    for (int i = 0; i < UB_BR_BYTES; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        table[i] = (unsigned char)(x >> 32);
+    }
+    uint64_t h = UB_FNV_BASIS;
+    for (long p = 0; p < passes; p++)
+        for (int i = 0; i < UB_BR_BYTES; i++) {
+            uint64_t b = table[i];
+            if (b & 1) {
+                h = (h ^ b) * UB_FNV_PRIME;
+                UB_KEEP_I(h);
+            } else {
+                h = (h + (b << 3)) ^ (h >> 29);
+            }
+        }
+    r->checksum = (double)h / 18446744073709551616.0;
+    r->iterations = passes * UB_BR_BYTES;
+}
+
+static double ops_branch(const struct ub_config *c) { return (double)UB_BR_BYTES * c->threads; }
+
 static double bytes_none(const struct ub_config *c)
 {
     (void)c;
@@ -212,6 +253,7 @@ static double bytes_none(const struct ub_config *c)
 UB_COMPUTE_KERNEL(ub_peak_fma_kernel, "peak_fma", run_peak, flops_peak)
 UB_COMPUTE_KERNEL(ub_scalar_fp64_kernel, "scalar_fp64", run_scalar, flops_scalar)
 UB_COMPUTE_KERNEL(ub_int_kernel, "int_ops", run_int, ops_int)
+UB_COMPUTE_KERNEL(ub_int_branch_kernel, "int_branch", run_branch, ops_branch)
 
 /* What the vector FMA kernel compiled to, for provenance. */
 const char *ub_fma_kind(void)

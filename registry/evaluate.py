@@ -133,14 +133,19 @@ def default_base(conn: sa.Connection) -> str:
     return row[0]
 
 
-def _signatures(conn: sa.Connection, base_id: int) -> pd.DataFrame:
-    rows = conn.execute(sa.text("""
+# a run or trace of input :input, or of an unknown one (NULL), when :input is given; any otherwise
+_OF_INPUT = "(CAST(:input AS VARCHAR) IS NULL OR {t}.input IS NULL OR {t}.input = :input)"
+
+
+def _signatures(conn: sa.Connection, base_id: int, input_label: str | None = None) -> pd.DataFrame:
+    rows = conn.execute(sa.text(f"""
         SELECT a.name AS app, t.trace_id, p.weight, s.source, s.metric, s.value
         FROM traces t
         JOIN apps a ON a.app_id = t.app_id
         JOIN phases p ON p.trace_id = t.trace_id
         JOIN signatures s ON s.owner_kind = 'phase' AND s.owner_id = p.phase_id
-        WHERE t.node_id = :base AND t.status = 'ok' AND s.value IS NOT NULL"""), {"base": base_id}).fetchall()
+        WHERE t.node_id = :base AND t.status = 'ok' AND s.value IS NOT NULL AND {_OF_INPUT.format(t="t")}"""),
+        {"base": base_id, "input": input_label}).fetchall()
     frame = pd.DataFrame(rows, columns=["app", "trace_id", "weight", "source", "metric", "value"])
     if frame.empty:
         return pd.DataFrame()
@@ -151,18 +156,27 @@ def _signatures(conn: sa.Connection, base_id: int) -> pd.DataFrame:
     return per_trace.groupby(["app", "feature"])["value"].mean().unstack("feature").sort_index()
 
 
-def _runs(conn: sa.Connection) -> pd.DataFrame:
-    rows = conn.execute(sa.text("""
-        SELECT a.name, n.name, r.time_s
+def _runs(conn: sa.Connection, base_id: int, input_label: str | None = None) -> pd.DataFrame:
+    """Runs at each node's CPU count, of `input_label` where given; otherwise, of an app whose latest
+    base trace names its input, only the runs of that input (or of an unknown one): runs of another
+    input measure another workload, in the base time and in the truth alike."""
+    rows = conn.execute(sa.text(f"""
+        SELECT a.name, n.name, r.time_s, r.input,
+               (SELECT t.input FROM traces t WHERE t.app_id = r.app_id AND t.node_id = :base AND t.status = 'ok'
+                ORDER BY t.started_at DESC, t.trace_id DESC LIMIT 1) AS traced_input
         FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
-        WHERE r.time_s > 0 AND (r.threads IS NULL OR n.n_cpus IS NULL OR r.threads = n.n_cpus)""")).fetchall()
-    return pd.DataFrame(rows, columns=["app", "node", "time_s"])
+        WHERE r.time_s > 0 AND (r.threads IS NULL OR n.n_cpus IS NULL OR r.threads = n.n_cpus)
+          AND {_OF_INPUT.format(t="r")}"""), {"base": base_id, "input": input_label}).fetchall()
+    frame = pd.DataFrame(rows, columns=["app", "node", "time_s", "input", "traced_input"])
+    same = frame["input"].isna() | frame["traced_input"].isna() | (frame["input"] == frame["traced_input"])
+    return frame.loc[same, ["app", "node", "time_s"]].reset_index(drop=True)
 
 
-def _trace_walls(conn: sa.Connection, base_id: int) -> pd.Series:
-    rows = conn.execute(sa.text("""
+def _trace_walls(conn: sa.Connection, base_id: int, input_label: str | None = None) -> pd.Series:
+    rows = conn.execute(sa.text(f"""
         SELECT a.name, t.wall_s FROM traces t JOIN apps a ON a.app_id = t.app_id
-        WHERE t.node_id = :base AND t.status = 'ok' AND t.wall_s > 0"""), {"base": base_id}).fetchall()
+        WHERE t.node_id = :base AND t.status = 'ok' AND t.wall_s > 0 AND {_OF_INPUT.format(t="t")}"""),
+        {"base": base_id, "input": input_label}).fetchall()
     frame = pd.DataFrame(rows, columns=["app", "wall_s"])
     return frame.groupby("app")["wall_s"].median()
 
@@ -185,16 +199,17 @@ def _prices(conn: sa.Connection, nodes: list[str]) -> pd.Series | None:
     return pd.Series({n: p for n, (p, _) in found.items()}, dtype=float)
 
 
-def load(registry: Registry, base: str | None = None, same_cloud: bool = False) -> EvalData:
+def load(registry: Registry, base: str | None = None, same_cloud: bool = False,
+         input_label: str | None = None) -> EvalData:
     """Read the evaluation data of base node `base` (default: `default_base`); `same_cloud`: only the
     nodes named like the base's cloud ('alibaba/...' for 'alibaba/g6.xlarge'), for a registry that
-    holds several clouds."""
+    holds several clouds; `input_label`: only traces and runs of that input (or of an unknown one)."""
     with registry.connect() as conn:
         base_name = resolve_node(conn, base)[1] if base else default_base(conn)
         base_id = resolve_node(conn, base_name)[0]
-        features = _signatures(conn, base_id)
-        runs = _runs(conn)
-        walls = _trace_walls(conn, base_id)
+        features = _signatures(conn, base_id, input_label)
+        runs = _runs(conn, base_id, input_label)
+        walls = _trace_walls(conn, base_id, input_label)
         if features.empty:
             raise UserError(f"no app has a trace with a signature on the base node {base_name}")
         medians = runs.groupby(["app", "node"])["time_s"].median().unstack("node")

@@ -107,20 +107,33 @@ def import_runs_csv(conn: sa.Connection, path: Path) -> ImportSummary:
     return ImportSummary(len(fresh), new_apps, new_nodes, already=len(rows) - len(fresh))
 
 
-def load_runs(conn: sa.Connection, app: str, node: str) -> pd.DataFrame:
-    """Runs of `app` on `node` with a thread count (columns threads, time_s), oldest first."""
+def load_runs(conn: sa.Connection, app: str, node: str, input_label: str | None = None) -> pd.DataFrame:
+    """Runs of `app` on `node` with a thread count (columns threads, time_s), oldest first.
+
+    `input_label`: only runs of that input (and runs whose input is unknown). Without it, runs of
+    two or more known inputs are refused: a scaling curve through runs of different inputs measures
+    the inputs, not the threads."""
     app_id, node_id = require_app_id(conn, app), require_node_id(conn, node)
     frame = pd.DataFrame(conn.execute(sa.text(
-        "SELECT threads, time_s FROM runs WHERE app_id = :a AND node_id = :n AND threads IS NOT NULL "
-        "ORDER BY run_id"), {"a": app_id, "n": node_id}).fetchall(), columns=["threads", "time_s"])
+        "SELECT threads, time_s, input FROM runs WHERE app_id = :a AND node_id = :n AND threads IS NOT NULL "
+        "ORDER BY run_id"), {"a": app_id, "n": node_id}).fetchall(), columns=["threads", "time_s", "input"])
     if frame.empty:
         raise UserError(f"no runs of {app!r} on {node!r} with a thread count: add some with " +
                         command_line("nodereg", "runs", "add", app, node, "--threads", "N", "--time", "S"))
-    return frame.astype({"threads": int, "time_s": float})
+    inputs = sorted(set(frame["input"].dropna()))
+    if input_label is not None:
+        frame = frame[frame["input"].isna() | (frame["input"] == input_label)]
+        if frame.empty:
+            raise UserError(f"no runs of {app!r} on {node!r} on input {input_label!r} (its inputs: "
+                            f"{', '.join(inputs)})")
+    elif len(inputs) > 1:
+        raise UserError(f"the runs of {app!r} on {node!r} are of {len(inputs)} inputs ({', '.join(inputs[:4])}"
+                        f"{', ...' if len(inputs) > 4 else ''}): choose one with --input")
+    return frame[["threads", "time_s"]].astype({"threads": int, "time_s": float}).reset_index(drop=True)
 
 
 def list_runs(conn: sa.Connection, app: str | None = None, node: str | None = None) -> list[dict]:
-    sql = ("SELECT a.name AS app, n.name AS node, r.threads, r.time_s, r.source, r.created_at, r.uid "
+    sql = ("SELECT a.name AS app, n.name AS node, r.threads, r.time_s, r.source, r.created_at, r.uid, r.input "
            "FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id")
     where, args = [], {}
     if app is not None:

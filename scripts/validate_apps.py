@@ -67,16 +67,22 @@ class Program:
     argv: list[str]
 
 
-def variants(prefix: str) -> list[Variant]:
-    """Every CPU-subset shape of the CPUs this process may use: 1, 2, 4, ... and all of them, in each
-    placement that uses different CPUs, and two SMT siblings of one core where cores have them."""
+def variants(prefix: str, sizes: list[int] | None = None, compact_only: bool = False) -> list[Variant]:
+    """Every CPU-subset shape of the CPUs this process may use: 1, 2, 4, ... and all of them (or the
+    `sizes` asked for), in each placement that uses different CPUs (compact only when asked: a
+    16-CPU host has 15 shapes, each profiled), and two SMT siblings of one core where cores have them."""
     mine = sorted(os.sched_getaffinity(0))
     topology = read_topology(mine)
-    sizes = sorted({n for n in (2 ** k for k in range(len(mine).bit_length())) if n <= len(mine)} | {len(mine)})
+    if sizes is None:
+        sizes = sorted({n for n in (2 ** k for k in range(len(mine).bit_length())) if n <= len(mine)} | {len(mine)})
     found: dict[tuple[int, ...], str] = {}
     for n in sizes:
         for placement, cpus in placements(topology, n).items():
+            if compact_only and placement != "compact":
+                continue
             found.setdefault(tuple(sorted(cpus)), f"{prefix}-{n}c" + ("" if placement == "compact" else f"-{placement}"))
+    if compact_only:
+        return [Variant(name, cpus) for cpus, name in found.items()]
     by_core: dict[tuple[int, int], list[int]] = {}
     for cpu in topology:
         by_core.setdefault((cpu.package, cpu.core), []).append(cpu.cpu)
@@ -178,12 +184,25 @@ def program(name: str, work: Path, threads: int, archive: Path) -> Program:
     raise ValueError(f"unknown program {name!r} (NPB: KERNEL.CLASS such as cg.A; others: {', '.join(OTHER_DEFAULT)})")
 
 
-def repetitions(least: int, traced_s: float) -> int:
+def runnable(name: str, work: Path, archive: Path) -> Program | None:
+    """The program `name` (built or generated in `work`), or None, said why, where it cannot run here."""
+    try:
+        prog = program(name, work, len(os.sched_getaffinity(0)), archive)
+    except (RuntimeError, ValueError) as exc:
+        console.print(f"  [skipped] {name}: {exc}")
+        return None
+    if shutil.which(prog.argv[0]) is None:
+        console.print(f"  [skipped] {name}: {prog.argv[0]} is not installed")
+        return None
+    return prog
+
+
+def repetitions(least: int, traced_s: float, measured_s: float = MEASURED_S) -> int:
     """Repetitions of each measured run: at least `least`, more for a short program, so that one node's
-    runs add up to MEASURED_S (its time from the trace on the base, the fastest variant), up to
+    runs add up to `measured_s` (its time from the trace on the base, the fastest variant), up to
     MAX_REPEAT. A program of about a second moved by 10-40% between runs on the 2-vCPU guest (NPB CG.A,
     IS.A, BT.W: docs/validation.md), and the median of three such runs is one of them."""
-    return max(least, min(MAX_REPEAT, math.ceil(MEASURED_S / max(traced_s, 1e-3))))
+    return max(least, min(MAX_REPEAT, math.ceil(measured_s / max(traced_s, 1e-3))))
 
 
 def measure(db: str, prog: Program, nodes: list[Variant], repeat: int, args) -> None:
@@ -216,7 +235,7 @@ def validate(prog: Program, db: str, base: Variant, targets: list[Variant], work
         console.print(f"  [skipped] trace failed: {err}")
         return None
     trace = read_trace(out)
-    measure(db, prog, [base, *(v for v in targets if v != base)], repetitions(args.repeat, trace.wall_s), args)
+    measure(db, prog, [base, *(v for v in targets if v != base)], repetitions(args.repeat, trace.wall_s, args.measured_s), args)
     names = ",".join(v.name for v in targets)
     if err := failed(nodereg(db, "match", trace.meta["uid"], "--nodes", names, "--model", args.model, "--json",
                              quiet=False)):
@@ -284,6 +303,13 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed to one run")
     parser.add_argument("--npb-archive", type=Path, default=NPB_ARCHIVE, help=f"default: {NPB_ARCHIVE}")
     parser.add_argument("--prefix", default="val", help="prefix of the variants' node names")
+    parser.add_argument("--measured-s", type=float, default=MEASURED_S,
+                        help=f"a short program is repeated until its runs on the base add up to this (default "
+                             f"{MEASURED_S:g}; a quiet many-core host needs fewer than this guest)")
+    parser.add_argument("--sizes", help="comma-separated CPU counts of the variants (default: 1, 2, 4, ... "
+                                        "and all); each must be at most the CPUs this process may use")
+    parser.add_argument("--compact-only", action="store_true",
+                        help="only the compact placement of each size (no scatter, no SMT pair)")
     args = parser.parse_args()
     args.repeat = args.repeat or (2 if args.quick else 3)
     names = [n.strip() for n in args.programs.split(",") if n.strip()] if args.programs else \
@@ -295,7 +321,16 @@ def main() -> int:
         work = Path(tempfile.mkdtemp(prefix="nodereg-validate-"))
     db = args.db or f"duckdb:///{work / 'validate.duckdb'}"
     try:
-        shapes = variants(args.prefix)
+        mine = len(os.sched_getaffinity(0))
+        try:
+            sizes = sorted({int(n) for n in args.sizes.split(",")}) if args.sizes else None
+        except ValueError:
+            console.print(f"error: --sizes {args.sizes!r} is not a comma-separated list of CPU counts")
+            return 2
+        if sizes and not all(1 <= n <= mine for n in sizes):
+            console.print(f"error: --sizes {args.sizes}: each must be between 1 and {mine} (the CPUs this process may use)")
+            return 2
+        shapes = variants(args.prefix, sizes, args.compact_only)
         cpus_of = {v.name: cpulist.format(v.cpus) for v in shapes}
         base = next((v for v in shapes if v.name == args.base), None) if args.base else max(shapes, key=lambda v: len(v.cpus))
         if base is None:
@@ -314,13 +349,8 @@ def main() -> int:
         uids = set()
         for i, name in enumerate(names, 1):
             console.print(f"[{i}/{len(names)}] {name}")
-            try:
-                prog = program(name, work, len(os.sched_getaffinity(0)), args.npb_archive)
-            except (RuntimeError, ValueError) as exc:
-                console.print(f"  [skipped] {exc}")
-                continue
-            if shutil.which(prog.argv[0]) is None:
-                console.print(f"  [skipped] {prog.argv[0]} is not installed")
+            prog = runnable(name, work, args.npb_archive)
+            if prog is None:
                 continue
             if uid := validate(prog, db, base, shapes, work, args):
                 uids.add(uid)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, both_backends
 from lumos_synth import BASE, VMS, make_dataset
 
 from registry import evaluate as ev
@@ -405,3 +405,38 @@ def test_eval_lumos_script_reports_each_size_pair_direction(synth_registry, caps
                                    and rows["selected"]["mape_pct"] <= rows["rf-sar"]["mape_pct"] + 0.3)
     script.show_size_split(split)
     assert "train on one data size, predict the adjacent one" in capsys.readouterr().out
+
+
+@both_backends
+def test_runs_of_another_input_are_not_mixed_in(db_url, tmp_path):
+    """One app traced and run on input 'small' also has runs 10x longer on 'large' on every node: by
+    default evaluate compares the runs of its trace's input (the truth unchanged), `--input large`
+    leaves the app out (its trace is of another input), `--input small` keeps it as it was."""
+    from registry.db.write import new_uid
+
+    url = db_url
+    reg = open_registry(url)
+    import_lumos(reg, make_dataset(tmp_path / "synth", n_apps=4))
+    reg.close()
+    before = _data(url)
+    app = before.apps[0]
+    reg = open_registry(url)
+    with reg.begin() as conn:
+        app_id = conn.execute(sa.text("SELECT app_id FROM apps WHERE name = :a"), {"a": app}).scalar_one()
+        conn.execute(sa.text("UPDATE traces SET input = 'small' WHERE app_id = :a"), {"a": app_id})
+        conn.execute(sa.text("UPDATE runs SET input = 'small' WHERE app_id = :a"), {"a": app_id})
+        rows = conn.execute(sa.text("SELECT node_id, threads, time_s, source, created_at FROM runs WHERE app_id = :a"),
+                            {"a": app_id}).mappings().all()
+        insert_rows(conn, "runs", [{**r, "uid": new_uid(), "app_id": app_id, "time_s": 10 * r["time_s"],
+                                    "input": "large"} for r in rows])
+    reg.close()
+    after = _data(url)
+    pd.testing.assert_series_equal(after.actual_s.loc[app], before.actual_s.loc[app])
+    assert after.base_time_s[app] == pytest.approx(before.base_time_s[app])
+    reg = open_registry(url, readonly=True)
+    try:
+        assert app not in ev.load(reg, f"synth/{BASE}", input_label="large").apps
+        small = ev.load(reg, f"synth/{BASE}", input_label="small")
+    finally:
+        reg.close()
+    pd.testing.assert_series_equal(small.actual_s.loc[app], before.actual_s.loc[app])

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from conftest import both_backends
 
 from registry.db import open_registry, utcnow
 from registry.db.write import insert_rows, new_uid
@@ -80,3 +81,33 @@ def test_match_says_its_calibration_and_accuracy_its_coverage(cli, db_url):
     cal = json.loads(res.out)["calibration"]
     assert cal["method"] == "conformal" and cal["checks"] == 12 and cal["scale"] > 1.0
     assert "by conformal calibration on 12 checked predictions" in cli("match", "app", "--no-store").out
+
+
+@both_backends
+def test_profile_dispersion_widens_the_nodes_it_comes_from(cli, db_url):
+    """A node whose profile's repetitions scatter (stored cv) is predicted less surely; the other
+    nodes keep their intervals. A noisy base profile widens every target, not the base's own row."""
+    three_node_registry(db_url)
+
+    def widths() -> dict[str, float]:
+        doc = json.loads(cli("match", "app", "--json", "--no-store").out)
+        return {p["node"]: math.log(p["high_s"] / p["low_s"]) for p in doc["predictions"]}
+
+    def set_cv(node: str, cv: float) -> None:
+        reg = open_registry(db_url)
+        with reg.begin() as conn:
+            conn.execute(sa.text("UPDATE profile_runs SET cv = :cv WHERE profile_id IN (SELECT p.profile_id FROM "
+                                 "profiles p JOIN nodes n ON n.node_id = p.node_id WHERE n.name = :n)"),
+                         {"cv": cv, "n": node})
+        reg.close()
+
+    for node in ("b", "fast", "one"):
+        set_cv(node, 0.0)
+    quiet = widths()
+    set_cv("fast", 0.3)
+    noisy = widths()
+    assert noisy["fast"] > quiet["fast"] + 0.3          # 1.28 x 0.3 added in quadrature to a narrower one
+    assert noisy["one"] == pytest.approx(quiet["one"]) and noisy["b"] == pytest.approx(quiet["b"])
+    set_cv("b", 0.3)
+    base_noisy = widths()
+    assert base_noisy["one"] > quiet["one"] + 0.3 and base_noisy["b"] == pytest.approx(quiet["b"])

@@ -187,6 +187,23 @@ def test_integer_kernel_is_the_lcg(driver):
     assert reply["checksum"] == float(sum(xs) & MASK) / 2**64
 
 
+def test_branchy_integer_kernel_is_the_byte_hash(driver):
+    passes = 3
+    x, table = 88172645463325252, []
+    for _ in range(2048):      # xorshift64 bytes
+        x ^= (x << 13) & MASK
+        x ^= x >> 7
+        x ^= (x << 17) & MASK
+        table.append((x >> 32) & 0xFF)
+    h = 14695981039346656037
+    for _ in range(passes):
+        for b in table:
+            h = ((h ^ b) * 1099511628211) & MASK if b & 1 else ((h + (b << 3)) & MASK) ^ (h >> 29)
+    reply = driver.run({"kernel": "int_branch", "threads": 1, "cpus": CPUS[:1], "reps": 1, "passes": passes})
+    assert reply["checksum"] == h / 2**64
+    assert reply["flops"] == passes * 2048
+
+
 def test_threads_run_on_the_cpus_given(driver):
     for cpu in CPUS[:2]:
         reply = driver.run({"kernel": "peak_fma", "threads": 1, "cpus": [cpu], "reps": 1, "passes": 10})

@@ -23,7 +23,8 @@ def built(node_mpi):  # noqa: F811
 
 def test_shim_records_every_rank_without_changing_the_program(built, tmp_path):
     node_mpi, library, ring = built
-    out = tmp_path / "pmpi.tsv"
+    out = tmp_path / "pmpi"
+    out.mkdir()
     # a waiting rank yields its CPU (a shared test machine: see test_mpi_kernels)
     env = {**mpi.environment(node_mpi), "OMPI_MCA_mpi_yield_when_idle": "1", pmpi.OUT_ENV: str(out),
            "LD_PRELOAD": str(library)}
@@ -31,7 +32,7 @@ def test_shim_records_every_rank_without_changing_the_program(built, tmp_path):
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert f"ring done: 2 ranks, {STEPS} steps" in res.stdout      # the program ran as it does without the shim
-    ranks = pmpi.read_file(out)
+    ranks = pmpi.read_dir(out)
     assert [r.rank for r in ranks] == [0, 1] and {r.size for r in ranks} == {2}
     assert len({r.pid for r in ranks}) == 2
     for r in ranks:
@@ -41,6 +42,13 @@ def test_shim_records_every_rank_without_changing_the_program(built, tmp_path):
         assert r.functions["MPI_Allreduce"].bytes_sent == STEPS // 10 * 8 * 8
         assert r.mpi_s == pytest.approx(sum(c.time_s for c in r.functions.values()), rel=1e-6)
         assert 0 < r.mpi_s <= r.wall_s and 0 < r.mpi_share <= 1
+        # the time line adds up to the totals; every message went to the other rank
+        assert sum(b.mpi_s for b in r.bins) == pytest.approx(r.mpi_s, rel=1e-6)
+        assert sum(b.msgs for b in r.bins) == STEPS and sum(b.msg_bytes for b in r.bins) == STEPS * 1024
+        assert sum(b.coll for b in r.bins) == STEPS // 10 and sum(b.calls for b in r.bins) == STEPS + STEPS // 10
+        assert {b.peers for b in r.bins if b.msgs} == {1 << (1 - r.rank)}
+        assert r.peers == {1 - r.rank: (STEPS, STEPS * 1024)}
+        assert r.bin_s == pytest.approx(0.0001) and r.host and r.init_real_s > 1.6e9
 
 
 def test_without_the_output_variable_nothing_is_written(built, tmp_path):
@@ -55,5 +63,7 @@ def test_without_the_output_variable_nothing_is_written(built, tmp_path):
 def test_malformed_records_are_one_error():
     assert pmpi.read(["F\t1\t0\t2\tMPI_Send\t3\t4000\t24\n", "T\t1\t0\t2\t0\t2000000000\t4000\n"])[0].mpi_share == \
         pytest.approx(2e-6)
+    with pytest.raises(UserError, match="line 1 is malformed"):     # a bin of a rank with no header
+        pmpi.read(["B\t1\t0\t0\t5\t1\t1\t8\t0\t0\t2\n"])
     with pytest.raises(UserError, match="line 2 is malformed"):
         pmpi.read(["F\t1\t0\t2\tMPI_Send\t3\t4000\t24\n", "F\t1\tzero\n"])

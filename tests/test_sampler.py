@@ -1,6 +1,7 @@
 """The sampler's CPU time at the end of a run: threads that exit with the process take their time
 since the previous sample with them, and wait4's total gives it back to the last row."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -49,3 +50,22 @@ def test_a_traced_team_keeps_its_cpu_time_to_the_end(tmp_path, monkeypatch):
     starts = [0.0, *(r["t_s"] for r in res.samples[:-1])]
     seen = sum(r["cpu_util"] * (r["t_s"] - t0) for r, t0 in zip(res.samples, starts))
     assert seen == pytest.approx(res.cpu_s, rel=0.03)
+
+
+def test_a_config_window_keeps_its_working_set_when_reads_are_expensive(binary, monkeypatch):
+    """On a 16-CPU host with a 300 MiB L3, one working-set read of the driver cost more than the
+    budget allows in a config's 0.3 s window, so the next read fell past the window's end, and the
+    window's last row, read with the driver still alive, was thrown away as if it were a zombie's:
+    64 of 72 representative configs had no working set. Here the budget is made tiny (any read is 'expensive'),
+    so only the read at the window's end can give the working set."""
+    from registry.microbench.driver import Driver
+    from registry.profile import catalog, signatures
+    from registry.profile.sweep import Config
+
+    cpu = min(os.sched_getaffinity(0))
+    monkeypatch.setattr(signatures, "WSS_BUDGET", 1e-9)
+    config = Config(ub=catalog.get("load"), threads=1, placement="compact", cpus=(cpu,), n=(64 << 20) // 8)
+    with Driver(binary) as driver:
+        sig = signatures.measure(driver, config, 32 << 20)
+    assert sig["proc"]["wss_mb"] > 32            # the 64 MiB array, touched in the window
+    assert "wss_llc" in sig["proc"]

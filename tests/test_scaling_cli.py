@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
@@ -118,3 +120,21 @@ def test_scaling_with_the_usl_and_ensemble_models(cli, tmp_path):
             assert all(abs(p["error"]) < 0.10 for p in data["predictions"])
         else:                                                 # downey saturates early here: flagged
             assert any("the models disagree" in w for w in data["warnings"])
+
+
+@both_backends
+def test_scaling_fits_one_input_and_refuses_a_mix(cli, db_url, tmp_path):
+    """Runs of two inputs (a small one 4x faster) are not one scaling curve: without --input the fit
+    is refused naming the inputs; with it, only that input's runs are fitted (and its own curve's
+    serial time comes back, not a blend)."""
+    small = "".join(f"lu,n1,{n},{0.5 + 24.0 / n:.6f},small\n" for n in (1, 2, 4, 8))
+    large = "".join(f"lu,n1,{n},{2.0 + 96.0 / n:.6f},large\n" for n in (1, 2, 4, 8))
+    assert import_runs(cli, tmp_path, "app,node,threads,time_s,input\n" + small + large).code == 0
+    assert_one_line_error(cli("scaling", "lu", "--node", "n1", "--model", "amdahl"), "of 2 inputs (large, small)")
+    for label, serial in (("small", 0.5), ("large", 2.0)):
+        res = cli("scaling", "lu", "--node", "n1", "--model", "amdahl", "--input", label, "--predict", "1000",
+                  "--json")
+        assert res.code == 0, res.err
+        (row,) = json.loads(res.out)["predictions"]
+        assert row["predicted_s"] == pytest.approx(serial + (24.0 if label == "small" else 96.0) / 1000, rel=0.02)
+    assert_one_line_error(cli("scaling", "lu", "--node", "n1", "--input", "huge"), "no runs of 'lu' on 'n1' on input")

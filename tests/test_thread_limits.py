@@ -6,6 +6,8 @@ import json
 
 import sqlalchemy as sa
 
+from conftest import both_backends
+
 from registry.db import open_registry
 from registry_data import profile_at_speeds, three_node_registry
 
@@ -62,3 +64,48 @@ def test_a_phase_of_unknown_cpu_use_is_said_to_be_taken_as_parallel(cli, db_url)
     three_node_registry(db_url, unknown)
     doc = json.loads(cli("match", "app", "--json", "--no-store").out)
     assert any("phase blink: its CPU use is unknown" in w for w in doc["warnings"])
+
+
+def _sized_trace(name: str, memory_mb: float | None):
+    """three_phase_trace under `name`, its memory phase's working set `memory_mb` (None: not read)."""
+    from registry_data import three_phase_trace
+
+    trace = three_phase_trace()
+    trace.name = name
+    if memory_mb is not None:
+        trace.phases[1].signature["proc"]["wss_mb"] = memory_mb
+        trace.phases[0].signature["proc"]["wss_mb"] = 1.0
+    return trace
+
+
+@both_backends
+def test_working_sets_beyond_the_profile_or_across_a_cache_are_said_and_widen(cli, db_url):
+    """The base's largest config is 64 MiB and every node's last-level cache 32 MiB, but `fast`'s is
+    256 MiB: a 100 MiB memory phase is beyond what the base measured (every node widened) and would
+    fit fast's caches (fast widened, named); `one`'s caches are the base's (not named)."""
+    from registry.trace import store
+
+    three_node_registry(db_url, _sized_trace("app", 100.0))
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        store.save(conn, _sized_trace("plain", None))
+        conn.execute(sa.text("UPDATE ub_configs SET ws_bytes = 67108864 WHERE config_key LIKE 'b:%'"))
+        conn.execute(sa.text("UPDATE node_caches SET size_bytes = 268435456 WHERE level = 3 AND node_id = "
+                             "(SELECT node_id FROM nodes WHERE name = 'fast')"))
+    reg.close()
+
+    def match(app):
+        res = cli("match", app, "--json", "--no-store")
+        assert res.code == 0, res.err
+        doc = json.loads(res.out)
+        return {p["node"]: p["high_s"] / p["low_s"] for p in doc["predictions"]}, doc["warnings"]
+
+    sized, warnings = match("app")
+    plain, plain_warnings = match("plain")
+    assert not any("working set" in w for w in plain_warnings)
+    assert any(w.startswith("b: phase memory's working set (100 MiB) is larger than any config its profile "
+                            "measured (64 MiB)") for w in warnings), warnings
+    crossing = [w for w in warnings if "would fit the last-level caches" in w]
+    assert len(crossing) == 1 and crossing[0].startswith("fast: phase memory's") and "one" not in crossing[0]
+    assert sized["fast"] > plain["fast"] * 1.2 and sized["one"] > plain["one"] * 1.1
+    assert sized["fast"] / plain["fast"] > sized["one"] / plain["one"]

@@ -314,6 +314,27 @@ def test_kill_9_during_the_cachegrind_pass(db_url, tmp_path):
     assert not list((tmp_path / "tmp").glob("nodereg-*"))
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_cachegrind_sample_bounds_the_pass_and_keeps_its_counts(cli, db_url, tmp_path):
+    """`--cachegrind-sample S` stops valgrind after S seconds and keeps the instruction mix it counted:
+    a probe input that runs minutes natively (hours under cachegrind) is sampled in seconds, with the
+    branchy integer work of tests/programs/kinds.c's hash seen as such."""
+    program = tmp_path / "kinds"
+    subprocess.run(["cc", "-O2", "-o", str(program), str(Path(__file__).parent / "programs" / "kinds.c")],
+                   check=True)
+    _node(db_url)
+    out = tmp_path / "t.json"
+    started = time.monotonic()
+    res = cli("trace", "--node", "base", "--cachegrind-sample", "2", "--out", out, "--probe-cmd",
+              f"{program} hash 100000000000", "--", str(program), "hash", "3000000")
+    assert res.code == 0, res.err
+    assert time.monotonic() - started < 60
+    assert "stopped after its 2 s sample" in res.err
+    trace = read_trace(out)
+    assert "cachegrind" in trace.sources and trace.cachegrind["sample_s"] == 2
+    assert trace.cachegrind["total"]["branch_miss_rate"] > 0.1 and trace.cachegrind["total"]["instructions"] > 1e6
+
+
 def test_process_tree_without_children_lists(tmp_path, monkeypatch):
     """Where /proc/PID/task/TID/children is missing (or vanished with its thread), the tree is found
     from the processes' parents: a grandchild is not lost."""

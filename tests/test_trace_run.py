@@ -107,6 +107,24 @@ def test_shim_reports_the_slowest_of_several_threads(tmp_path):
     assert rec.thread_s == pytest.approx(2 * rec.slowest_s, rel=0.25)
 
 
+def test_shim_busy_threads_give_the_serial_share_that_proc_misses(tmp_path):
+    """Only thread 0 works in the region, thread 1 spins at its end (OMP_WAIT_POLICY=active): /proc
+    counts two busy CPUs, the shim one working thread, and `match` takes the region as serial."""
+    from registry.match.project import parallel_use
+    from registry.match.references import thread_parts
+
+    program = compile_c([Path(__file__).parent / "programs" / "lopsided.c"], "lopsided")
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "active"}
+    obs = observe([str(program), "0.6"], interval_s=INTERVAL, env=env)
+    (phase,) = phases.omp_phases(obs.omp_records, obs.run.wall_s)
+    assert phase.signature["omp"]["threads"] == 2
+    assert 0.8 < phase.signature["omp"]["busy_threads"] < 1.25
+    signature.attach([phase], obs.run.samples, [], None, INTERVAL)
+    assert parallel_use(phase.signature) == phase.signature["omp"]["busy_threads"]
+    parts = thread_parts(parallel_use(phase.signature), 2, 2)
+    assert sum(share for mode, k, share in parts if (mode, k) == ("fixed", 1)) > 0.75
+
+
 def test_python_markers_and_plain_fifo_protocol(tmp_path):
     script = textwrap.dedent("""
         import os, time

@@ -61,6 +61,19 @@ def test_runs_are_interleaved_before_match(script, monkeypatch, tmp_path):
     monkeypatch.setattr(script, "nodereg", nodereg)
     monkeypatch.setattr(script, "read_trace", lambda path: type("T", (), {"wall_s": 2.0, "meta": {"uid": "u1"}})())
     base, other = script.Variant("val-2c", (0, 1)), script.Variant("val-1c", (0,))
-    args = type("A", (), {"timeout": 60.0, "model": "similarity", "repeat": 3})()
+    args = type("A", (), {"timeout": 60.0, "model": "similarity", "repeat": 3, "measured_s": script.MEASURED_S})()
     uid = script.validate(script.Program("p", ["p"]), "duckdb://", base, [other, base], tmp_path, args)
     assert uid == "u1" and calls == ["trace", *["run val-2c x1", "run val-1c x1"] * 4, "match"]
+
+
+def test_coverage_rounds_calibrate_on_the_rounds_before(script):
+    """scripts/coverage_repeat.py: round 2's conformal coverage scales its own half-widths by the
+    80% quantile of round 1's scores, never by its own."""
+    spec = importlib.util.spec_from_file_location("coverage_repeat", ROOT / "scripts" / "coverage_repeat.py")
+    cov = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cov)
+    # round 1: outcomes 0.5, 1.0, 1.5, 2.0 half-widths out (+-10% intervals); round 2: 1.2 and 2.5 out
+    cells = [{"round": r, "score": s} for r, s in ((1, 0.5), (1, 1.0), (1, 1.5), (1, 2.0), (2, 1.2), (2, 2.5))]
+    coverage, based_on, scale = cov.conformal_coverage(cells, 2)
+    assert (based_on, scale) == (4, 2.0) and coverage == 0.5        # 1.2 inside x2.0, 2.5 outside
+    assert cov.conformal_coverage(cells, 1)[0] is None               # nothing earlier to calibrate on

@@ -6,11 +6,16 @@
  *   NODEREG_PHASE_END("solve");
  *
  * Under `nodereg trace` the environment variable NODEREG_PHASE_FIFO names a FIFO; each marker writes
- * one line "begin NAME T" / "end NAME T" to it, T being CLOCK_MONOTONIC seconds (the clock the tracer
- * uses, so the boundary is exact whatever the reader's latency). Outside a trace (variable unset, or
+ * one line "begin NAME T PID" / "end NAME T PID" to it, T being CLOCK_MONOTONIC seconds (the clock the
+ * tracer uses, so the boundary is exact whatever the reader's latency) and PID the marking process
+ * (each rank of an MPI program has its own phases' time). Outside a trace (variable unset, or
  * no reader) the macros do nothing but one getenv on first use. NAME must not contain whitespace.
  * Every line is one write(2) of less than PIPE_BUF bytes, so threads and child processes may mark
  * concurrently without interleaving. Header-only: no library to link.
+ *
+ * Under the PMPI library that `nodereg trace -- mpirun ...` preloads into every rank, a marker also
+ * tells that library (through the weak symbol nodereg_pmpi_mark, absent otherwise) which phase the
+ * rank's MPI calls belong to, so each marker phase's communication is counted call by call.
  *
  * Manual stream probes (Corredor 2011's fallback, when the author knows the phase's streams):
  *   NODEREG_PHASE_STREAM("solve", n * n, 8, 8, 'C', "seq");   // size (elements), stride (bytes),
@@ -46,15 +51,19 @@ static inline void nodereg_phase_send_(const char *line, int n)
     }
 }
 
+extern void nodereg_pmpi_mark(const char *verb, const char *name) __attribute__((weak));
+
 static inline void nodereg_phase_mark_(const char *verb, const char *name)
 {
+    if (nodereg_pmpi_mark)
+        nodereg_pmpi_mark(verb, name);
     if (nodereg_phase_open_() < 0)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     char line[512];
-    nodereg_phase_send_(line, snprintf(line, sizeof line, "%s %s %lld.%09ld\n", verb, name, (long long)ts.tv_sec,
-                                       ts.tv_nsec));
+    nodereg_phase_send_(line, snprintf(line, sizeof line, "%s %s %lld.%09ld %d\n", verb, name, (long long)ts.tv_sec,
+                                       ts.tv_nsec, (int)getpid()));
 }
 
 static inline void nodereg_phase_stream_(const char *name, long long size_elems, long long stride_bytes,

@@ -138,6 +138,9 @@ def evaluate_cmd(
                                                         "default 0, 1, 2)."),
     seeds: str = typer.Option(None, "--seeds", help="--calibrate: seeds as a list, e.g. 0,1,2 or 3-5."),
     suite: str = typer.Option("sparecores", "--suite", help="--calibrate: the imported suite whose profiles serve."),
+    input_label: str = typer.Option(None, "--input", help="Only the traces and runs of this input (a label or "
+                                                          "digest; runs of an unknown input are kept). Without it, "
+                                                          "each app's runs of its base trace's input."),
 ) -> None:
     """Accuracy of the projection models on measured runs (MAPE, top-1/3, regret, noise floor), by a split."""
     from registry import evaluate as ev
@@ -145,8 +148,9 @@ def evaluate_cmd(
     if calibrate is not None:
         from registry.cli.evaluate_calibrate import run_calibrate
 
-        if split != "app" or select or base or select_base or option:
-            raise UserError("--calibrate K takes none of --split, --select, --base, --select-base, --option")
+        if split != "app" or select or base or select_base or option or input_label:
+            raise UserError("--calibrate K takes none of --split, --select, --base, --select-base, --option, "
+                            "--input")
 
         run_calibrate(ctx, calibrate, _seed_list(seed, seeds), suite, models, predictions, as_json)
         return
@@ -159,10 +163,10 @@ def evaluate_cmd(
                         "and --select-base only serves it")
     reg = state(ctx).registry(readonly=True)
     cloud = split == "cloud"
-    data = ev.load(reg, base, same_cloud=cloud)
+    data = ev.load(reg, base, same_cloud=cloud, input_label=input_label)
     names, skipped = _model_list(models, data)
     options = _options_by_model(option, names)
-    chooser = ev.load(reg, select_base, same_cloud=True) if cloud else None
+    chooser = ev.load(reg, select_base, same_cloud=True, input_label=input_label) if cloud else None
     held = len(chooser.apps) + len(data.apps) if cloud else sum(len(h) for *_, h in ev.folds(data, split))
     work = held * len(names) + select * held
     with _progress(f"split {split}", work) as advance:

@@ -5,6 +5,7 @@ import typer
 from registry.cli.app import app, current_reader, model_options_flag, state
 from registry.cli.match_output import names, phase_set_said, summarise_warnings, tied_ranks
 from registry.cli.output import console, err_console, print_json, print_table, say
+from registry.errors import UserError
 
 
 @app.command()
@@ -37,6 +38,14 @@ def match(
     from_runs: bool = typer.Option(False, "--from-runs", help="APP measured on 1-3 node types of an imported suite: "
                                                               "projected onto every other node (docs/crossarch.md)."),
     runs_on: str = typer.Option(None, "--runs-on", help="--from-runs: only the runs on these nodes (comma-separated)."),
+    ranks: int = typer.Option(None, "--ranks", min=1, help="An MPI app (traced through its launcher): predict it at "
+                                                           "N ranks (its communication with each node's MPI "
+                                                           "profile; computation on N x its threads per rank CPUs)."),
+    comm_model: str = typer.Option("hockney", "--comm-model", help="Communication model of an MPI app's phases: "
+                                                                   "hockney (latency/bandwidth fit of the ping-pong) "
+                                                                   "or branikas (Exchange model); docs/mpi.md."),
+    configs: bool = typer.Option(False, "--configs", help="An MPI app: recommend ranks x threads per node type "
+                                                          "(Castellanos), with the reasons."),
     portable: bool = typer.Option(False, "--portable", help="The app runs on any architecture (interpreted, JIT, "
                                                             "or rebuilt for each node): rank the nodes that cannot "
                                                             "run the traced binary too."),
@@ -67,6 +76,9 @@ def match(
 
     check_objective(objective, deadline, budget)
     identity = model_identity(model)  # an unknown model fails before any work
+    if identity[0] != model and (ranks or configs):   # (an MPI trace with a scaling model: its runs' counts)
+        raise UserError(f"--ranks and --configs project with the projection model; --model {model} scales with the "
+                        "runs' thread counts: use one or the other")
     options = parse_assignments(option)
     create(model, options=options)    # ... and so does a bad option
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
@@ -76,8 +88,9 @@ def match(
         if found.note:
             err_console.print(f"note: {found.note}")
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
-                             exclude=tuple(exclude or ()))
-        caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets])
+                             exclude=tuple(exclude or ()), comm={"model": comm_model, "ranks": ranks})
+        caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
+            caveats_mod.working_set_caveats(conn, inputs.phases, inputs.base, inputs.targets, inputs.suite)
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)
         if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
             digest = None  # this set is stored already
@@ -85,7 +98,12 @@ def match(
         offers = None if portable else node_offers(conn)
     st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
     scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
-    result = project_scaled(inputs, model, options) if scaling else project(inputs, model=model, options=options)
+    if configs:
+        from registry.cli.match_configs import print_configs
+        return print_configs(inputs, model, options, as_json)
+    fixed = inputs.comm.cpus if inputs.comm is not None else None    # an MPI app keeps its ranks x threads
+    result = project_scaled(inputs, model, options) if scaling else \
+        project(inputs, model=model, options=options, fixed_threads=fixed)
     caveats_mod.apply(result, caveats, inputs.base)
     trace = inputs.found.trace
     apply_capacity(result, capacity(trace.samples, trace.interval_s)["peak_rss_bytes"], memory)

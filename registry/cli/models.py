@@ -197,6 +197,9 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
                                              "the training limit that have runs, else twice the largest)."),
             working_set: str = typer.Option(None, "--working-set",
                                             help="The app's working set (e.g. 48M), for the cache-crossing warning."),
+            input_label: str = typer.Option(None, "--input", help="Fit only the runs of this input (a label or "
+                                                                  "digest, as `runs list --json` shows; needed "
+                                                                  "when the runs are of several inputs)."),
             option: list[str] = model_options_flag(),
             save: bool = typer.Option(False, "--save", help="Store the fitted model in the registry."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
@@ -213,7 +216,7 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
     ws = parse_size(working_set) if working_set else None
     reg = state(ctx).registry(readonly=not save)
     with reg.connect() as conn:
-        runs = load_runs(conn, app_name, node)
+        runs = load_runs(conn, app_name, node, input_label)
         caches = node_caches(conn, node)
     train = runs if max_train is None else runs[runs.threads <= max_train]
     if train.empty:

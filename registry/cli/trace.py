@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
-                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"))
+                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"), ("mpi", "comm_share"))
 
 
 def _node_row(conn: "sa.Connection", name: str | None) -> dict | None:
@@ -73,9 +73,16 @@ def trace(
                                   help="Kill the command's tree after this many seconds."),
     cachegrind: bool = typer.Option(False, "--cachegrind",
                                     help="Add a valgrind cachegrind pass with the node's caches."),
+    cachegrind_sample: float = typer.Option(None, "--cachegrind-sample", min=0.001, metavar="S",
+                                            help="Stop the cachegrind pass after S seconds and keep what it "
+                                                 "counted (the run's start): its instruction mix at a bounded "
+                                                 "cost; implies --cachegrind."),
     probe_cmd: str = typer.Option(None, "--probe-cmd", help="Command (reduced input) for the cachegrind pass, "
                                                             "split like a shell would but never run by one."),
     omp: bool = typer.Option(True, "--omp/--no-omp", help="Time OpenMP parallel regions (GCC libgomp shim)."),
+    mpi: bool = typer.Option(True, "--mpi/--no-mpi", help="When CMD is an MPI launcher (mpirun, mpiexec, srun), "
+                                                        "follow every rank with the PMPI library: each phase's "
+                                                        "computation/communication split (docs/mpi.md)."),
     streams: bool = typer.Option(False, "--streams", help="Add a stream-probe pass (valgrind with nodereg's tool, "
                                                           "same input; 15-30x slower, hundreds of times with the "
                                                           "lackey fallback): the memory streams that "
@@ -106,6 +113,7 @@ def trace(
     check_command(argv)
     check_name(Path(argv[0]).name if name is None else name, "app")   # before anything runs or is stored
     workload = identity(argv, input_label)
+    cachegrind = cachegrind or cachegrind_sample is not None
     probe = shlex.split(probe_cmd) if probe_cmd else None
     if probe_cmd is not None and not probe:
         raise UserError("--probe-cmd is empty")
@@ -118,6 +126,9 @@ def trace(
         check_available()
     if out:
         _check_writable(out)
+    if mpi:
+        from registry.trace.mpi import check
+        check(argv)
     with state(ctx).registry().begin() as conn:
         node_row = _node_row(conn, node)
         host_inventory = None
@@ -144,7 +155,8 @@ def trace(
         result, notes = trace_command(
             argv, name=name or Path(argv[0]).name, node=node_row["name"], interval_s=interval,
             timeout_s=timeout, cpus=cpus, inventory=inventory, cachegrind=cachegrind, probe_cmd=probe,
-            omp=omp, streams=streams, probe_timeout_s=probe_timeout, status=status)
+            cachegrind_sample_s=cachegrind_sample, omp=omp, mpi=mpi, streams=streams, probe_timeout_s=probe_timeout,
+            status=status)
         result.meta["input"] = workload
     except (Interrupted, KeyboardInterrupt):  # (typer would turn a KeyboardInterrupt into a silent exit 130)
         raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",

@@ -1,4 +1,5 @@
-"""Which calibration `match` applies to a model's intervals: read from the registry's checked predictions.
+"""What `match` reads from the registry to size a model's intervals: the calibration from its checked
+predictions, and the stored dispersion of the profiles its ratios come from.
 
 A stored prediction is checked by the runs of its app on its node measured after it, at the
 thread count the app runs with there and on the traced input (the rules of `nodereg accuracy`);
@@ -34,7 +35,7 @@ def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals
     for pid, predicted, low, high, explanation, time_s in conn.execute(sa.text(_CHECKED),
                                                                         {"model": model, "version": version}):
         checked.setdefault(pid, [predicted, low, high, explanation, []])[4].append(time_s)
-    scores = [intervals.score(predicted, low, high, statistics.median(times), _applied(explanation))
+    scores = [intervals.score(predicted, low, high, statistics.median(times), applied_scale(explanation))
               for predicted, low, high, explanation, times in checked.values()]
     calibration = intervals.Calibration(model, version, len(scores))
     if calibration.calibrated:
@@ -42,7 +43,24 @@ def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals
     return calibration
 
 
-def _applied(explanation: str | None) -> float:
+_DISPERSION = """
+SELECT n.name, avg(r.cv * r.cv) AS cv2
+FROM v_latest_profile l
+JOIN nodes n ON n.node_id = l.node_id
+JOIN profile_runs r ON r.profile_id = l.profile_id
+WHERE l.suite = :suite AND r.cv IS NOT NULL
+GROUP BY n.name"""
+
+
+def load_dispersion(conn: sa.Connection, suite: str) -> dict[str, float]:
+    """Per node, the root-mean-square coefficient of variation over the repetitions of every config
+    of its latest profiles in `suite` (one per host): how much its medians are to be trusted, which
+    widens every ratio read from them (intervals.profile_noise). Nodes without one are left out."""
+    return {name: float(cv2) ** 0.5 for name, cv2 in conn.execute(sa.text(_DISPERSION), {"suite": suite})
+            if cv2 is not None}
+
+
+def applied_scale(explanation: str | None) -> float:
     """The half-width scale a stored prediction's interval was given (1 before calibration existed)."""
     try:
         return float(json.loads(explanation or "{}").get("interval_scale") or 1.0)

@@ -8,6 +8,13 @@ How much: a busy host measured the same hardware 2.4x slower (issue 22), so a lo
 interval is widened by that factor; an unstable share u of configs by 1 + u (their medians moved by
 tens of percent between repetitions); a partial profile by 1.25 (the phases match among fewer
 references). Factors multiply. The prediction itself is left alone: which way it is off is unknown.
+
+Working sets the profiles did not see are extrapolation too (`working_set_caveats`): a phase whose
+working set is larger than any config the base's profile measured, and a phase that is memory-
+resident on the base but would fit a node's last-level caches (or the reverse): its references
+were read at one cache level and the phase would run at another there. Each widens by
+1 + EXTRAPOLATED x the phase's share of the run (a judgement, not a fit: a level's ratio can be off
+by half against another level's).
 """
 
 import json
@@ -28,6 +35,26 @@ JOIN nodes n ON n.node_id = p.node_id
 JOIN profile_runs r ON r.profile_id = p.profile_id
 JOIN v_latest_profile l ON l.profile_id = p.profile_id AND l.newest
 GROUP BY n.name, p.mode, p.host_load_json"""
+
+
+EXTRAPOLATED = 0.5
+
+_PROFILED_WS = """
+SELECT n.name, max(c.ws_bytes) AS ws
+FROM v_latest_profile l
+JOIN nodes n ON n.node_id = l.node_id
+JOIN profile_runs r ON r.profile_id = l.profile_id
+JOIN ub_configs c ON c.config_id = r.config_id
+WHERE l.newest_in_suite AND l.suite = :suite
+GROUP BY n.name"""
+
+# a node's last-level data caches: the largest level's size times the instances the node has
+_LLC = """
+SELECT n.name, c.size_bytes * COALESCE(c.instances, 1) AS llc
+FROM node_caches c
+JOIN nodes n ON n.node_id = c.node_id
+WHERE c.cache_type <> 'Instruction'
+  AND c.level = (SELECT max(d.level) FROM node_caches d WHERE d.node_id = c.node_id AND d.cache_type <> 'Instruction')"""
 
 
 @dataclass
@@ -62,8 +89,39 @@ def profile_caveats(conn: sa.Connection, nodes: list[str]) -> list[Caveat]:
     return [c for row in conn.execute(sa.text(_LATEST)) if row.name in wanted for c in _of(*row)]
 
 
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:,.0f} MiB" if nbytes >= 2**20 else f"{nbytes / 1024:,.0f} KiB"
+
+
+def working_set_caveats(conn: sa.Connection, phases: list, base: str, nodes: list[str], suite: str) -> list[Caveat]:
+    """Caveats for phases (`phases`: the projected ones, with weight and signature) whose working set
+    (`proc.wss_mb`) lies beyond the base profile's largest config, or on the other side of a node's
+    last-level cache size than of the base's."""
+    sized = [(p, p.signature.get("proc", {}).get("wss_mb")) for p in phases]
+    sized = [(p, mb * 2**20) for p, mb in sized if mb and p.weight > 0]
+    if not sized:
+        return []
+    profiled = {name: ws for name, ws in conn.execute(sa.text(_PROFILED_WS), {"suite": suite}) if ws}
+    llc = {name: size for name, size in conn.execute(sa.text(_LLC)) if size}
+    out = []
+    for p, ws in sized:
+        factor = 1 + EXTRAPOLATED * min(p.weight, 1.0)
+        if base in profiled and ws > profiled[base]:
+            out.append(Caveat(base, "extrapolated", f"phase {p.name}'s working set ({_mib(ws)}) is larger than any "
+                              f"config its profile measured ({_mib(profiled[base])})", factor))
+        if base not in llc:
+            continue
+        beyond = ws > llc[base]
+        where = "memory-resident on the base but would fit the last-level caches" if beyond else             "cache-resident on the base but would not fit the last-level caches"
+        out += [Caveat(n, "extrapolated", f"phase {p.name}'s working set ({_mib(ws)}) is {where} there: its "
+                       "references were measured at another level", factor)
+                for n in nodes if n != base and n in llc and (ws > llc[n]) != beyond]
+    return out
+
+
 def apply(result, caveats: list[Caveat], base: str) -> None:
-    """Widen the intervals of `result` (a MatchResult) and add one warning per caveat."""
+    """Widen the intervals of `result` (a MatchResult) and add one warning per caveat, or per group
+    of nodes with the same caveat (thousands of imported types can share one)."""
     factor: dict[str, float] = {}
     for c in caveats:
         factor[c.node] = factor.get(c.node, 1.0) * c.factor
@@ -71,13 +129,20 @@ def apply(result, caveats: list[Caveat], base: str) -> None:
     for n in result.nodes:
         f = everywhere * (factor.get(n.node, 1.0) if n.node != base else 1.0)
         n.low_s, n.high_s = n.low_s / f, n.high_s * f
+    groups: dict[tuple, list[Caveat]] = {}
     for c in caveats:
-        scope = "every node's interval widened" if c.node == base else "its interval widened"
-        result.warnings.append(f"{c.node}: {c.detail}; {scope} x{c.factor:.2g}"
-                               + (" (base node)" if c.node == base else "") + _advice(c))
+        groups.setdefault((c.kind, c.detail, c.factor, c.node == base), []).append(c)
+    for (_, detail, f, on_base), same in groups.items():
+        scope = "every node's interval widened" if on_base else ("its interval widened" if len(same) == 1 else
+                                                                  "their intervals widened")
+        names = ", ".join(c.node for c in same[:3]) + (f" and {len(same) - 3} more" if len(same) > 3 else "")
+        result.warnings.append(f"{names}: {detail}; {scope} x{f:.2g}" + (" (base node)" if on_base else "")
+                               + _advice(same[0]))
 
 
 def _advice(c: Caveat) -> str:
+    if c.kind == "extrapolated":
+        return ""
     if c.kind == "partial":
         return f"; {command_line('nodereg', 'profile', c.node)} measures all of it"
     return f"; re-profile on an idle host: {command_line('nodereg', 'profile', c.node, '--wait-idle', '600')}"

@@ -19,8 +19,9 @@ import sqlalchemy as sa
 
 from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
+from registry.match import comm as comm_mod
 from registry.match import references as refs_mod
-from registry.match.calibration import load_calibration
+from registry.match.calibration import load_calibration, load_dispersion
 from registry.models import intervals
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
@@ -69,7 +70,11 @@ def choose_phases(phases: list, wall_s: float, usable=None) -> list:
 
 
 def traced_threads(trace, base_cpus: int) -> int:
-    """The thread count the app ran with on its base node: the one it was told, else all the CPUs."""
+    """The thread count the app ran with on its base node: the one it was told, else all the CPUs;
+    an MPI app's ranks x OpenMP threads per rank (registry.trace.mpi)."""
+    mpi = trace.meta.get("mpi") if isinstance(trace.meta, dict) else None
+    if mpi and mpi.get("ranks"):
+        return int(mpi["ranks"]) * max(1, int(trace.meta.get("omp_max_threads") or 1))
     return int(trace.threads or base_cpus)
 
 
@@ -168,7 +173,12 @@ def parallel_use(signature: dict) -> float | None:
     it; else its CPU use. On a shared host the CPU use alone reads low: `openssl speed -multi 2`
     kept 0.27 of this 2-vCPU machine's CPUs busy while six other test suites ran, and Amdahl's split
     (registry.match.references.thread_parts) took it for a serial program, predicting a 192-vCPU
-    type no faster than one core (docs/sparecores-trace.md). On an idle host the two agree."""
+    type no faster than one core (docs/sparecores-trace.md). On an idle host the two agree. An
+    OpenMP region timed by the shim says how many threads did its work (`omp.busy_threads`), which
+    /proc cannot: threads spinning at the region's end read as busy there; that count is used."""
+    busy = signature.get("omp", {}).get("busy_threads")
+    if busy is not None and math.isfinite(busy):
+        return float(busy)
     util = cpu_util(signature)
     demand = signature.get("sched", {}).get("demand")
     if util is None or demand is None or not math.isfinite(demand):
@@ -353,6 +363,8 @@ class Inputs:
     suite: str = "nodereg"       # the suite of configs the references are drawn from
     exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
     calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
+    dispersion: dict[str, float] = field(default_factory=dict)   # node -> its profiles' RMS cv (calibration.py)
+    comm: object = None          # registry.match.comm.CommInputs: an MPI trace's communication part
 
 
 _BASE_RUNS = """
@@ -363,11 +375,12 @@ WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
                 nodes: list[str] | None = None, model: str = PROJECTION, suite: str | None = None,
-                exclude: tuple[str, ...] = ()) -> Inputs:
+                exclude: tuple[str, ...] = (), comm: dict | None = None) -> Inputs:
     """What projecting the traced app onto every node (or `nodes`) with `model` reads, checked. A
     model that needs streams (corredor) projects the phases that carry them (registry.match.streams).
     `suite`: the configs compared (default: registry.match.references.choose_suite); `exclude`:
-    config key prefixes that are not references."""
+    config key prefixes that are not references; `comm`: registry.match.comm.load's options (model,
+    ranks) for an MPI trace's communication part."""
     trace = found.trace
     base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
@@ -397,7 +410,8 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
                   stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude),
-                  load_calibration(conn, *model_identity(model)))
+                  load_calibration(conn, *model_identity(model)), load_dispersion(conn, suite),
+                  comm_mod.load(conn, trace, profiles.n_cpus[base], **(comm or {})))
 
 
 def model_identity(model: str) -> tuple[str, str]:
@@ -423,14 +437,16 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
         results = [_project_streamed(p, p.weight * wall, inputs, model, options, cache, fixed_threads)
                    for p in inputs.phases]
     else:
-        results = [_project_phase(p, p.weight * wall, trace, inputs.profiles, model, options or {}, inputs.targets,
-                                  cache, fixed_threads) for p in inputs.phases]
+        results = [comm_mod.project_phase(p, p.weight * wall, inputs.comm, inputs.base, inputs.targets,
+                                          lambda q, t: _project_phase(q, t, trace, inputs.profiles, model, options or {},
+                                                                      inputs.targets, cache, fixed_threads))
+                   for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
     threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
     warnings += _scaling_beyond_trace(nodes_out, threads)
     _widen(nodes_out, [float(trace.wall_s), *(t for _, n, t in inputs.runs if n is None or n == threads)],
-           inputs.calibration)
+           inputs.calibration, inputs.dispersion, inputs.base)
     warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
                                   [w for r in results for w in NodePredictions.of(r.predictions).all_warnings()]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
@@ -438,12 +454,16 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                        calibration=inputs.calibration.to_dict() if inputs.calibration else None)
 
 
-def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibration | None) -> None:
-    """Every node's interval with the base time's noise added (registry.models.intervals: one rule),
-    never narrower than the floor, then scaled by the model's calibration."""
+def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibration | None,
+           dispersion: dict[str, float], base: str) -> None:
+    """Every node's interval with the base time's noise and the two profiles' dispersion added
+    (registry.models.intervals: one rule), never narrower than the floor, then scaled by the
+    model's calibration. The base node's own row is its base time: no profile ratio widens it."""
     noise = intervals.base_noise(base_samples)
     for n in nodes:
-        low, high = intervals.combine(n.predicted_s, n.low_s, n.high_s, noise)
+        spread = 0.0 if n.node == base else intervals.profile_noise(dispersion.get(base, 0.0),
+                                                                     dispersion.get(n.node, 0.0))
+        low, high = intervals.combine(n.predicted_s, n.low_s, n.high_s, noise, spread)
         if calibration is not None:
             low, high = intervals.scaled(n.predicted_s, low, high, calibration.scale)
         n.low_s, n.high_s = low, high

@@ -19,16 +19,32 @@ import numpy as np
 
 from registry.errors import UserError
 from registry.match.project import PROJECTION, Inputs, MatchResult, model_identity, project, traced_threads
-from registry.models.base import NodePrediction
+from registry.models.base import NodePrediction, ScalingContext
 from registry.models.combine import project_scaling
 from registry.models.plugins import create
 from registry.values import command_line
 
 
+def _sep_runs(inputs: Inputs) -> tuple[np.ndarray, ScalingContext] | None:
+    """An MPI app traced at two or more ranks x threads counts on its node: those traces as the
+    runs, with their communication (the slowest rank's MPI time) for Barnes's SEP."""
+    found = inputs.comm.traced_runs if inputs.comm is not None else []
+    if len({c for c, _, _ in found}) < 2:
+        return None
+    runs = np.array([(c, t) for c, t, _ in found], dtype=float)
+    return runs, ScalingContext(comm_s={"MAX": np.array([m for _, _, m in found], dtype=float)})
+
+
 def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = None) -> MatchResult:
-    """The projection (with its default options) scaled by `scaling_model` (with `options`)."""
+    """The projection (with its default options) scaled by `scaling_model` (with `options`). An MPI
+    app traced at several ranks x threads counts is scaled with those traces and their
+    communication split (Barnes's SEP, which loglog uses)."""
     trace, base = inputs.found.trace, inputs.base
     runs = np.array([(n, t) for _, n, t in inputs.runs if n is not None], dtype=float).reshape(-1, 2)
+    sep = _sep_runs(inputs)
+    context = None
+    if sep is not None:
+        runs, context = sep
     if not len(runs):
         raise UserError(f"no runs of {trace.name!r} on {base!r} with a thread count: add some with "
                         f"{command_line('nodereg', 'runs', 'add', trace.name, base, '--threads', 'N', '--time', 'S')}")
@@ -40,11 +56,15 @@ def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = No
                         f"{', '.join(str(n) for n in np.unique(threads))} "
                         "(add some: "
                         f"{command_line('nodereg', 'runs', 'add', trace.name, base, '--threads', 'N', '--time', 'S')})")
-    model.fit(threads, times)
+    model.fit(threads, times, context)
     cpus = inputs.profiles.n_cpus
-    n_ref = traced_threads(trace, cpus[base])
+    n_ref = inputs.comm.cpus if inputs.comm is not None else traced_threads(trace, cpus[base])
     result = project(inputs, model=PROJECTION, fixed_threads=n_ref)
     result.warnings += [f"{scaling_model}: {w}" for w in model.warnings]
+    if sep is not None:
+        result.warnings.append(f"{scaling_model}: fitted on the app's {len(times)} MPI traces on {base} (ranks x "
+                               f"threads {', '.join(str(int(n)) for n in sorted(set(threads)))}) with their "
+                               f"communication split; technique {getattr(model, 'technique', 'TOT')}")
     for n in result.nodes:
         n_x = cpus[n.node]
         if n_x <= n_ref:

@@ -22,9 +22,9 @@ from registry.inventory import Cache, Inventory
 from registry.measure.runner import kill_tree, pinned
 from registry.measure.watchdog import Watchdog
 
-EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
+EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw", "Bc", "Bcm", "Bi", "Bim")
 METRICS = ("instructions", "data_reads", "data_writes", "accesses_per_inst", "d1_miss_rate", "ll_miss_rate",
-           "ll_mpki")
+           "ll_mpki", "write_share", "branches_per_inst", "branch_miss_rate")
 PREFERRED_WAYS = {1: 8, 2: 8, 3: 16}
 
 
@@ -33,6 +33,7 @@ class CachegrindStats:
     total: dict[str, float]
     functions: dict[str, dict[str, float]] = field(default_factory=dict)
     options: list[str] = field(default_factory=list)
+    sampled: bool = False     # the pass was stopped after its sample time: the counts cover the run's start
 
 
 def available() -> bool:
@@ -80,19 +81,34 @@ def cache_options(inv: Inventory) -> list[str]:
     return opts
 
 
+SAMPLE_GRACE_S = 10.0     # how long a sampled pass gets to write its counts after SIGTERM
+
+
 def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: dict | None = None,
-        timeout_s: float | None = None, stdin_text: str | None = None) -> CachegrindStats:
+        timeout_s: float | None = None, stdin_text: str | None = None,
+        sample_s: float | None = None) -> CachegrindStats:
     """Run `argv` under cachegrind (children followed) and return the summed per-function counts.
-    `stdin_text`, when given, is the command's standard input (else it inherits ours)."""
+    `stdin_text`, when given, is the command's standard input (else it inherits ours).
+
+    `sample_s`: stop the pass after that many seconds and keep what it counted so far (the start
+    of the run; `CachegrindStats.sampled` says whether it was cut). valgrind writes its counts
+    when the program it runs is terminated, so a sample costs `sample_s`, not 20-100x the run: the
+    instruction mix of a program whose kind of work does not change much, on a node without
+    counters, at a bounded price."""
     if not available():
         raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
     opts = cache_options(inv)
     with tempfile.TemporaryDirectory(prefix="nodereg-cg-") as tmp:
         log = Path(tmp) / "valgrind.log"
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--trace-children=yes", *opts,
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes", "--trace-children=yes", *opts,
                f"--log-file={log}", f"--cachegrind-out-file={tmp}/cachegrind.out.%p", *argv]
-        returncode = run_watched(cmd, Path(tmp), env=env, cpus=cpus, timeout_s=timeout_s, stdin_text=stdin_text)
+        returncode = run_watched(cmd, Path(tmp), env=env, cpus=cpus, stdin_text=stdin_text,
+                                 timeout_s=sample_s if sample_s is not None else timeout_s,
+                                 stop_gently=sample_s is not None)
         outputs = sorted(Path(tmp).glob("cachegrind.out.*"))
+        sampled = returncode is None
+        if sampled:
+            returncode = 0 if outputs else -signal.SIGTERM
         if returncode == -signal.SIGILL:
             raise UserError(f"valgrind cannot run {argv[0]}'s instructions (SIGILL; valgrind lacks AVX-512): "
                             "trace a build without AVX-512 (e.g. -mno-avx512f) through --probe-cmd")
@@ -111,14 +127,15 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
     for counts in functions.values():
         for e in EVENTS:
             total[e] += counts[e]
-    return CachegrindStats(total=total, functions=functions, options=opts)
+    return CachegrindStats(total=total, functions=functions, options=opts, sampled=sampled)
 
 
 def run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text=None, pass_fds=(),
-                what: str = "the cachegrind pass") -> int:
+                what: str = "the cachegrind pass", stop_gently: bool = False) -> int | None:
     """Run valgrind to its end; its exit status. A watchdog (registry.measure.watchdog) kills it, and
     what it runs, if this process is killed meanwhile: the pass may take minutes. `pass_fds`: file
-    descriptors valgrind keeps (the stream probe's log pipe)."""
+    descriptors valgrind keeps (the stream probe's log pipe). `stop_gently`: at `timeout_s` the
+    tree gets SIGTERM (valgrind then writes what it counted) and None is returned, not an error."""
     watchdog = Watchdog(tmp)
     try:
         with pinned(cpus):
@@ -128,8 +145,10 @@ def run_watched(cmd: list[str], tmp: Path, *, env, cpus, timeout_s, stdin_text=N
         try:
             proc.communicate(stdin_text, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            kill_tree(proc.pid)
+            kill_tree(proc.pid, grace_s=SAMPLE_GRACE_S if stop_gently else 0.0)
             proc.wait()
+            if stop_gently:
+                return None
             raise UserError(f"{what} ran past {timeout_s:g} s") from None
         except BaseException:   # Ctrl-C: valgrind and what it runs go too
             kill_tree(proc.pid)
@@ -164,17 +183,30 @@ def parse(text: str) -> dict[str, dict[str, float]]:
 def metrics(counts: dict[str, float]) -> dict[str, float]:
     """Signature metrics from one function's (or the program's) counts. The counts themselves
     grow with the run's length; the rates (accesses per instruction, miss rates, LL misses per
-    thousand instructions) describe the kind of work, and are what compares across runs."""
+    thousand instructions) describe the kind of work, and are what compares across runs.
+
+    The instruction mix is what tells kernels apart on a node without counters, where /proc sees
+    only the working set: LL misses per instruction separate a cache-blocked matrix product (few)
+    from a stream over the same bytes (one per line); the share of writes separates store-only
+    kernels from loads and triads; branches per instruction and their simulated misprediction rate
+    separate integer, branchy work (hashing, parsing, compression) from FP chains and streams,
+    whose loop branches are few and predicted."""
     ir, dr, dw = counts.get("Ir", 0.0), counts.get("Dr", 0.0), counts.get("Dw", 0.0)
     d1 = counts.get("D1mr", 0.0) + counts.get("D1mw", 0.0)
     ll = counts.get("DLmr", 0.0) + counts.get("DLmw", 0.0)
+    branches = counts.get("Bc", 0.0) + counts.get("Bi", 0.0)
     out = {"instructions": ir, "data_reads": dr, "data_writes": dw}
     if dr + dw > 0:
         out["d1_miss_rate"] = d1 / (dr + dw)
         out["ll_miss_rate"] = ll / (dr + dw)
+        out["write_share"] = dw / (dr + dw)
     if ir > 0:
         out["accesses_per_inst"] = (dr + dw) / ir
         out["ll_mpki"] = 1000.0 * ll / ir
+        if "Bc" in counts:    # counted with --branch-sim (older passes did not)
+            out["branches_per_inst"] = branches / ir
+    if branches > 0:
+        out["branch_miss_rate"] = (counts.get("Bcm", 0.0) + counts.get("Bim", 0.0)) / branches
     return out
 
 

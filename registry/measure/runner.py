@@ -41,6 +41,7 @@ class Marker:
     name: str
     t_s: float     # seconds since the command started
     args: tuple[str, ...] = ()    # stream: size_elems stride_bytes elem_bytes access pattern; iterations: n
+    pid: int | None = None        # the marking process, where the line names it
 
 
 @dataclass
@@ -175,13 +176,14 @@ class _MarkerReader:
                 continue
             if len(parts) < 2 or parts[0] not in ("begin", "end"):
                 continue
-            t_s = now
+            t_s, pid = now, None
             if len(parts) >= 3:
                 try:
                     t_s = float(parts[2]) - self.t0
+                    pid = int(parts[3]) if len(parts) >= 4 else None
                 except ValueError:
                     pass
-            self.markers.append(Marker(parts[0], parts[1], t_s))
+            self.markers.append(Marker(parts[0], parts[1], t_s, pid=pid))
 
     def close(self) -> None:
         os.close(self.fd)

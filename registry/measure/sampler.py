@@ -62,12 +62,17 @@ class TreeSampler:
         """Take the baseline at the command's start (no row)."""
         self._collect(t_s, emit=False)
 
-    def sample(self, t_s: float, final: bool = False) -> dict | None:
+    def sample(self, t_s: float, final: bool = False, read_wss: bool = False) -> dict | None:
         """Append (and return) the row for the interval ending at `t_s`.
 
         `final`: the command has exited (a zombie): its CPU time still counts, but its memory is
         already released, so memory and thread counts carry over from the previous row.
+        `read_wss`: read the working set now even if the budget says it is not due: the caller's
+        window ends here and the process still lives (a microbenchmark config's window, where one
+        read of a large RSS can cost more than the budget allows within the whole window).
         """
+        if read_wss:
+            self._wss_due = t_s
         row = self._collect(t_s, emit=True)
         if final and row is not None and len(self.rows) > 1:
             for key in ("threads", "rss_mb"):

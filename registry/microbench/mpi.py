@@ -60,11 +60,11 @@ def missing() -> str | None:
     return f"no MPI found ({' and '.join(absent)} not on PATH)" if absent else None
 
 
-def find() -> Mpi:
-    """The node's MPI, or a UserError that says how to install one."""
+def find(needed_by: str = "the mpi kernels need one") -> Mpi:
+    """The node's MPI, or a UserError that says what needs one and how to install one."""
     why = missing()
     if why:
-        raise UserError(f"{why}: the mpi kernels need one; {INSTALL_HINT}")
+        raise UserError(f"{why}: {needed_by}; {INSTALL_HINT}")
     mpicc = shutil.which("mpicc")
     try:   # Open MPI's wrapper names itself; other MPIs' wrappers reject the option
         res = subprocess.run([mpicc, "--showme:version"], capture_output=True, text=True, timeout=30)

@@ -1,9 +1,10 @@
 """Interval arithmetic for predicted times, in one place, and its empirical calibration.
 
 An interval is a prediction t with a low and a high end; its *log half-widths* are ln(t / low) and
-ln(high / t). Independent sources of error (the model's spread among its references, the noise of
-the base time it starts from) add as the root of the sum of squares of their half-widths
-(`combine`). No interval of a prediction is narrower than MIN_HALF_WIDTH: a profile's medians and
+ln(high / t). Independent sources of error (the model's spread among its references, the query's
+distance to the nearest of them, the noise of the base time it starts from, the dispersion of the
+profiles the ratio is read from) add as the root of the sum of squares of their half-widths
+(`rss`, `combine`). No interval of a prediction is narrower than MIN_HALF_WIDTH: a profile's medians and
 a program's runs move by a few percent between repetitions, so a zero-width interval is never true.
 
 Calibration (split conformal, normalised): for predictions already checked by runs measured after
@@ -52,6 +53,29 @@ class Calibration:
                 "version": self.version, "checks": self.checks, "scale": self.scale, "nominal": self.nominal}
 
 
+MEAN_ABS_TO_BAND = 1.6  # an 80% normal band is 1.28 sigma, a mean absolute deviation 0.8 sigma
+
+
+def rss(*parts):
+    """The root sum of squares of independent log half-widths (floats or numpy arrays alike): the
+    one rule by which every source of error is added to an interval."""
+    return sum(p * p for p in parts) ** 0.5
+
+
+def distance_width(slope, distance):
+    """The log half-width for a query `distance` (standardised signature units) away from its
+    nearest reference, where `slope` is how much the log ratio moves per unit of distance between
+    neighbouring references (the similarity model learns it per node); an 80% band."""
+    return MEAN_ABS_TO_BAND * slope * distance
+
+
+def profile_noise(cv_base: float, cv_node: float) -> float:
+    """Log half-width of a node-to-base ratio from the two profiles' dispersion: each profile's
+    root-mean-square coefficient of variation over its configs' repetitions (a profile's medians
+    move between profiles by at least that much), added by `rss`, at an 80% band (1.28 sigma)."""
+    return 1.28 * rss(cv_base or 0.0, cv_node or 0.0)
+
+
 def half_widths(predicted: float, low: float, high: float) -> tuple[float, float]:
     """(ln(t / low), ln(high / t)), each at least MIN_HALF_WIDTH."""
     down = math.log(predicted / low) if low > 0 and predicted > 0 else math.inf
@@ -63,8 +87,8 @@ def combine(predicted: float, low: float, high: float, *extra: float) -> tuple[f
     """(low, high) of an interval widened by independent log half-widths `extra` (root sum of
     squares) and floored at MIN_HALF_WIDTH."""
     down, up = half_widths(predicted, low, high)
-    more = sum(e * e for e in extra)
-    return predicted * math.exp(-math.sqrt(down * down + more)), predicted * math.exp(math.sqrt(up * up + more))
+    more = rss(*extra)
+    return predicted * math.exp(-rss(down, more)), predicted * math.exp(rss(up, more))
 
 
 def scaled(predicted: float, low: float, high: float, scale: float) -> tuple[float, float]:

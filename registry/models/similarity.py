@@ -21,8 +21,12 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
    1 / (distance + 5% of the median distance); the projection is the weighted geometric mean of
    their node-to-base time ratios (a weighted mean in log space), shrunk toward the node's median
    ratio over all references by ``shrink`` (steadier when the neighbours disagree or are far).
-5. The interval is the projection times exp(+-z x the weighted spread of the neighbours' log
-   ratios), z = 2.6 (a 90% band, calibrated on measured runs: see ``_Z_INTERVAL``).
+5. The interval is the projection times exp(+-h): h adds (registry.models.intervals.rss) z x the
+   weighted spread of the neighbours' log ratios, z = 2.6 (a 90% band, calibrated on measured runs:
+   see ``_Z_INTERVAL``), and the query's distance to its nearest reference times how much the log
+   ratio moves per unit of distance between neighbouring references on that node (learnt at fit,
+   ``distance_slope``): a phase far from every reference is not predicted as surely as one that
+   sits on one, even when its neighbours agree.
 6. When the nearest references tie (distances within ``TIE_DISTANCE`` of the nearest, or a vote of
    at least ``NEAR_VOTE`` of the nearest's: zstd's one-thread tail matched the memory load at
    similarity 0.73 and the triad at 0.64, whose one-thread ratios between two quick profiles were
@@ -52,6 +56,7 @@ import numpy as np
 from registry import __version__
 from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query,
                                   ReferenceSet)
+from registry.models import intervals
 from registry.models.options import Option
 from registry.models.predictions import NodePredictions
 
@@ -140,7 +145,8 @@ class SimilarityModel(ProjectionModel):
             out["references"] = {"rows": list(self.references), "columns": list(self.columns),
                                  "log_columns": list(self.log_columns), "z": self.z.tolist(),
                                  "nodes": list(self._node_index), "log_ratio": self.y.tolist(),
-                                 "node_median": self.node_median.tolist()}
+                                 "node_median": self.node_median.tolist(),
+                                 "distance_slope": self.distance_slope.tolist()}
         return out
 
     @classmethod
@@ -160,6 +166,7 @@ class SimilarityModel(ProjectionModel):
             model.y = np.array(refs["log_ratio"], dtype=float).reshape(len(model.references), len(refs["nodes"]))
             model._node_index = {n: i for i, n in enumerate(refs["nodes"])}
             model.node_median = np.array(refs["node_median"], dtype=float)
+            model.distance_slope = np.array(refs.get("distance_slope") or np.zeros(len(refs["nodes"])), dtype=float)
             model._fitted = True
         model.weights_version = params.get("weights_version", model.weights_version)
         return model
@@ -220,8 +227,44 @@ class SimilarityModel(ProjectionModel):
         self.references, self.z, self.y = list(x.rows), z, yv
         self._node_index = {n: i for i, n in enumerate(ratios.columns)}
         self.node_median = node_median
+        self.distance_slope = self._neighbour_slope(z, self._weight, yv)
         self._fitted = True
         return self
+
+    @staticmethod
+    def _neighbour_slope(z: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Per node, how far the log ratio moves per unit of signature distance between a reference
+        and its nearest other reference: the least-squares slope through the origin of |dy| on d.
+        A query that far from its nearest reference is as uncertain as such a pair (intervals.
+        distance_width). 0 where fewer than two references were measured on a node."""
+        n = len(z)
+        if n < 2 or z.shape[1] == 0 or y.shape[1] == 0:
+            return np.zeros(y.shape[1])
+        have = np.isfinite(z)
+        zz = np.nan_to_num(z)
+        both = have[:, None, :] & have[None, :, :]                      # refs x refs x features
+        wm = np.where(both, w, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            d = np.sqrt((wm * (zz[:, None, :] - zz[None, :, :]) ** 2).sum(axis=2) / wm.sum(axis=2))
+        d[np.arange(n), np.arange(n)] = np.nan
+        d = np.where(np.isfinite(d), d, np.inf)
+        nearest = d.argmin(axis=1)
+        dist = d[np.arange(n), nearest]
+        keep = np.isfinite(dist)
+        if not keep.any():
+            return np.zeros(y.shape[1])
+        gap = y[keep] - y[nearest[keep]]                                 # pairs x nodes, NaN: unmeasured
+        np.abs(gap, out=gap)
+        dk = dist[keep]
+        missing = np.isnan(gap)
+        if missing.any():          # matrix products, not pairs x nodes temporaries: 10,000 nodes stay cheap
+            gap[missing] = 0.0
+            den = (dk ** 2) @ ~missing
+        else:
+            den = np.full(gap.shape[1], (dk ** 2).sum())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            slope = (dk @ gap) / den
+        return np.where(np.isfinite(slope), slope, 0.0)
 
     @staticmethod
     def _relevance(z: np.ndarray, y: np.ndarray, node_median: np.ndarray) -> np.ndarray:
@@ -302,7 +345,10 @@ class SimilarityModel(ProjectionModel):
         nearest = [{"reference": str(ids[i]), "distance": float(dist[i])}
                    for i in range(min(self.k, len(ids))) if np.isfinite(dist[i])]
         t = query.base_time_s * np.exp(est)
-        half = self.z_interval * np.where(np.isfinite(spread), spread, 0.0)
+        # the neighbours' spread and the query's distance to the nearest of them, added by intervals' one rule
+        near = float(dist[0]) if len(dist) and np.isfinite(dist[0]) else 0.0
+        half = intervals.rss(self.z_interval * np.where(np.isfinite(spread), spread, 0.0),
+                             intervals.distance_width(self.distance_slope[cols], near))
         low, high = t * np.exp(-half), t * np.exp(half)
         tied_refs, lo, hi, disagree = self._ties(dist[:rows], sim[:rows], order[:rows], chosen, yz)
         low = np.where(disagree, np.minimum(low, query.base_time_s * np.exp(lo)), low)

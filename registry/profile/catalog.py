@@ -92,6 +92,9 @@ COMPUTE = (
     Microbenchmark("scalar_fp64", "compute", "scalar_fp64", "scalar FP64 FMA chains"),
     Microbenchmark("int_ops", "compute", "int_ops",
                    "64-bit integer multiply-add chains (the gflops column holds giga integer ops/s)"),
+    Microbenchmark("int_branch", "compute", "int_branch",
+                   "byte-wise integer hash over an L1-resident table with a data-dependent branch per byte, as "
+                   "parsers and compressors do (the gflops column holds giga bytes hashed per second)"),
 )
 
 # The node-local communication profile (docs/mpi.md), after the Intel MPI Benchmarks. Each stores

@@ -9,9 +9,12 @@ samples. The third source, cachegrind, is measured by registry.profile.cachegrin
 
 Only a representative subset is measured, since a window costs ~0.4 s: one config per kernel,
 cache level and thread count (placement does not change what /proc sees), for kernels that
-differ in kind: triad and load for bandwidth (copy, scale, add and store look like triad to
-/proc), the pointer chase, the vector and scalar FP64 kernels, and the thesis's mbw1c. The other
-configs are not references for `nodereg match` (they stay in the profile for everything else).
+differ in kind: triad, load and store for bandwidth (copy, scale and add look like triad to
+/proc and to cachegrind; store-only writes every line it touches, which cachegrind's share of
+writes tells apart), the pointer chase, the vector and scalar FP64 kernels, the integer
+multiply-add chains and the branchy integer hash (so that integer phases have references of
+their own kind, not only FP and memory kernels), and the thesis's mbw1c. The other configs are not
+references for `nodereg match` (they stay in the profile for everything else).
 """
 
 import contextlib
@@ -30,7 +33,8 @@ INTERVAL_S = 0.1        # the default interval of `nodereg trace`
 WSS_BUDGET = 0.25       # the driver's speed is not being measured here: read the working set often
 
 
-SIGNED_KERNELS = frozenset({"triad", "load", "chase", "peak_fma", "scalar_fp64", "mbw1c"})
+SIGNED_KERNELS = frozenset({"triad", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops", "int_branch",
+                            "mbw1c"})
 
 
 def representatives(configs: Sequence[Config]) -> list[Config]:
@@ -69,7 +73,12 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, 
         stop.set()
         thread.join()
     end = time.monotonic() - t0
-    sampler.sample(end, final=True)
+    # the driver lives on (it is not a zombie whose memory is gone), so this last row keeps its
+    # working set, read now whatever the budget says: on a 16-CPU host with a 300 MiB L3 a read of
+    # the driver's RSS cost more than a quarter of the window, the budget put the next read past the
+    # window's end: 64 of the 16-CPU node's 72 representative configs had no working set (none at
+    # 16 threads), so a phase shared no feature with any 16-thread reference (docs/validation.md)
+    sampler.sample(end, read_wss=True)
     whole = [[0.0, end]]
     sig = {"proc": proc_signature(spans_in(sampler.rows, whole), llc_bytes, wss_reads(sampler.rows, whole, INTERVAL_S)),
            "counters": counter_signature(counter_rows)}

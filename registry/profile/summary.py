@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from registry.profile.runner import Measurement
 
 LEVEL_ORDER = ("L1", "L2", "L3", "L4", "memory")
-COMPUTE = {"peak_fma": "fp64_peak_gflops", "scalar_fp64": "fp64_scalar_gflops", "int_ops": "int_giops"}
+COMPUTE = {"peak_fma": "fp64_peak_gflops", "scalar_fp64": "fp64_scalar_gflops", "int_ops": "int_giops",
+           "int_branch": "int_branch_gbps"}   # int_branch: giga bytes hashed per second
 
 
 def _best(values: dict, key, value: float | None) -> None:

@@ -163,7 +163,8 @@ class Peak:
 
 
 def is_integer(kernel: str) -> bool:
-    """Integer kernels (int_ops) report giga integer operations in the gflops column: not FP ceilings."""
+    """Integer kernels (int_ops, int_branch) report giga integer operations (int_branch: bytes hashed)
+    in the gflops column: not FP ceilings."""
     return kernel.startswith("int")
 
 

@@ -5,10 +5,11 @@
         ...
 
 Protocol (any language): the tracer puts the path of a FIFO in the environment variable
-NODEREG_PHASE_FIFO; a marker is one line "begin NAME [T]" or "end NAME [T]" written to it in a
-single write, NAME without whitespace, T (optional) the CLOCK_MONOTONIC time in seconds at which
-the phase began or ended. Without T the tracer timestamps the line on arrival (a few ms late at
-most). Outside a trace the markers cost one environment look-up and do nothing.
+NODEREG_PHASE_FIFO; a marker is one line "begin NAME [T [PID]]" or "end NAME [T [PID]]" written to it
+in a single write, NAME without whitespace, T (optional) the CLOCK_MONOTONIC time in seconds at which
+the phase began or ended, PID (optional) the marking process (the ranks of an MPI program each time
+their own phases: registry.trace.mpi). Without T the tracer timestamps the line on arrival (a few ms
+late at most). Outside a trace the markers cost one environment look-up and do nothing.
 
 Manual stream probes (Corredor 2011's fallback when the author knows the access pattern): one
 line "stream NAME SIZE_ELEMS STRIDE_BYTES ELEM_BYTES C|P seq|random" per stream, in the
@@ -56,7 +57,7 @@ def mark(verb: str, name: str) -> None:
     """Write one marker line ('begin' or 'end'); never raises because the tracer is gone."""
     if verb not in ("begin", "end"):
         raise ValueError(f"marker verb must be 'begin' or 'end', not {verb!r}")
-    _send(f"{verb} {_clean(name)} {time.monotonic():.9f}\n")
+    _send(f"{verb} {_clean(name)} {time.monotonic():.9f} {os.getpid()}\n")
 
 
 def _send(line: str) -> None:

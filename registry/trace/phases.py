@@ -321,6 +321,12 @@ def omp_phases(records: list[OmpRecord], wall_s: float, min_weight: float = 0.01
     time_s is the thesis's phase time, the sum over calls of the slowest thread's time in the
     function; weight is the regions' share of the wall time, fork to join (on a busy machine the
     wake-up of the team can make a region last several times its slowest thread's work).
+
+    The signature's `omp.busy_threads` is the threads' summed time in the function over the
+    regions' wall time: how many threads did the region's work on average. /proc counts a thread
+    spinning at the region's end (OMP_WAIT_POLICY=active, libgomp's default spin before sleeping)
+    as busy; the shim does not, so `nodereg match` takes the serial share from it
+    (registry.match.project.parallel_use). Not a feature of any config: it never enters a distance.
     """
     by_fn: dict[str, list[OmpRecord]] = defaultdict(list)
     for r in records:
@@ -331,7 +337,11 @@ def omp_phases(records: list[OmpRecord], wall_s: float, min_weight: float = 0.01
         weight = sum(r.wall_s for r in recs) / wall_s if wall_s > 0 else 0.0
         if weight < min_weight:
             continue
+        wall = sum(r.wall_s for r in recs)
+        busy = {"omp": {"busy_threads": sum(r.thread_s for r in recs) / wall,
+                        "threads": float(max(r.max_threads for r in recs))}} if wall > 0 else {}
         phases.append(Phase(name=fn, method="omp", start_s=min(r.start_s for r in recs),
                             end_s=max(r.end_s for r in recs), weight=weight, time_s=time_s,
-                            calls=sum(r.calls for r in recs), intervals=[[r.start_s, r.end_s] for r in recs]))
+                            calls=sum(r.calls for r in recs), intervals=[[r.start_s, r.end_s] for r in recs],
+                            signature=busy))
     return sorted(phases, key=lambda p: p.start_s)

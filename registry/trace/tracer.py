@@ -8,6 +8,7 @@ a `Trace` (phases of all three methods, signatures, optional cachegrind pass).
 import os
 import socket
 import tempfile
+from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,6 +20,7 @@ from registry.measure import cachegrind as cg
 from registry.measure import streams as probe
 from registry.measure import counters as perf
 from registry.trace import binary
+from registry.trace import mpi as mpi_trace
 from registry.trace import omp as gomp
 from registry.trace import phases as ph
 from registry.measure import onnode, runner, signature
@@ -38,9 +40,11 @@ class Observation:
 
 def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
             cpus: list[int] | None = None, env: dict | None = None, omp: bool = True,
-            counters: bool | None = None, wss: bool = True, stdout: int | None = None) -> Observation:
+            counters: bool | None = None, wss: bool = True, stdout: int | None = None,
+            scratch: tuple[Path, ...] = ()) -> Observation:
     """Run `argv` once under every available sampling source (`stdout`: a file descriptor for its
-    standard output, default ours). Raises runner.Interrupted on Ctrl-C."""
+    standard output, default ours; `scratch`: the caller's temporary directories, removed with the
+    run's own if the tracer is killed). Raises runner.Interrupted on Ctrl-C."""
     env = dict(os.environ if env is None else env)
     runner.check_command(argv, env)
     use_counters = perf.available() if counters is None else counters
@@ -55,7 +59,7 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
                 notes.append(f"OpenMP regions not traced: {exc}")
         run_argv = perf.wrap(argv, perf_out, interval_s) if use_counters else list(argv)
         result = runner.run(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, wss=wss,
-                            scratch=(Path(tmp),), stdout=stdout)
+                            scratch=(Path(tmp), *scratch), stdout=stdout)
         result.argv = list(argv)
         counter_rows = perf.parse(perf_out.read_text()) if use_counters and perf_out.exists() else []
         records = gomp.read_records(omp_out, result.t0_monotonic) if omp else []
@@ -68,25 +72,41 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
 def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 0.1,
                   timeout_s: float | None = None, cpus: list[int] | None = None, env: dict | None = None,
                   inventory: Inventory | None = None, cachegrind: bool = False,
-                  probe_cmd: list[str] | None = None, omp: bool = True, streams: bool = False,
-                  probe_timeout_s: float | None = None,
+                  probe_cmd: list[str] | None = None, cachegrind_sample_s: float | None = None,
+                  omp: bool = True, streams: bool = False,
+                  probe_timeout_s: float | None = None, mpi: bool = True,
                   status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
     """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...).
 
     `streams`: a stream-probe pass (registry.measure.streams) on the same command and input (the
     streams' sizes and the iterations are the run's own), killed after `probe_timeout_s` (default:
     probe_limit of the run's time). A failed probe keeps the trace: its reason is in
-    ``meta["streams"]["error"]``."""
+    ``meta["streams"]["error"]``. `cachegrind_sample_s`: the cachegrind pass stops after that long
+    (registry.measure.cachegrind.run), and the trace's cachegrind summary says so (`sample_s`).
+    Without counters and without cachegrind, a note says that only the working set tells kinds of
+    work apart in this trace. `mpi`: when `argv` starts an MPI launcher, follow every rank with the
+    PMPI library (registry.trace.mpi): the phases get their computation/communication split."""
     started = datetime.now(timezone.utc)
-    obs = observe(argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=onnode.thread_env(cpus, env),
-                  omp=omp)
-    run = obs.run
+    launcher = mpi_trace.launcher(argv) if mpi else None
+    with tempfile.TemporaryDirectory(prefix="nodereg-pmpi-") if launcher else nullcontext() as pmpi_out:
+        run_argv, run_env = argv, onnode.thread_env(cpus, env)
+        if launcher:
+            prepared = mpi_trace.prepare(argv, run_env, Path(pmpi_out))
+            run_argv, run_env = prepared.argv, prepared.env
+        obs = observe(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=run_env, omp=omp,
+                      scratch=(Path(pmpi_out),) if launcher else ())
+        obs.run.argv = list(argv)
+        run = obs.run
+        phases = (ph.marker_phases(run.markers, run.wall_s) + ph.omp_phases(obs.omp_records, run.wall_s)
+                  + ph.auto_phases(run.samples, run.wall_s, interval_s))
+        mpi_doc, mpi_notes = (mpi_trace.collect(phases, Path(pmpi_out), status=run.status, launcher_name=launcher,
+                                                host=socket.gethostname(), t0_monotonic=run.t0_monotonic,
+                                                markers=run.markers, wall_s=run.wall_s)
+                              if launcher else (None, []))
     llc = inventory.last_level_cache() if inventory else None
     llc_bytes = llc.size_bytes if llc else None
-    phases = (ph.marker_phases(run.markers, run.wall_s) + ph.omp_phases(obs.omp_records, run.wall_s)
-              + ph.auto_phases(run.samples, run.wall_s, interval_s))
     signature.attach(phases, run.samples, obs.counter_rows, llc_bytes, interval_s)
-    notes, sources = list(obs.notes), list(obs.sources)
+    notes, sources = list(obs.notes) + mpi_notes, list(obs.sources) + (["mpi"] if mpi_doc else [])
     streams_doc = None
     try:
         notes += phase_streams.attach_declared(phases, run.markers)
@@ -108,9 +128,18 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         else:
             if status:
                 status("cachegrind pass (valgrind; 20-100x slower than the run)")
-            stats = cg.run(probe_cmd or argv, inventory, cpus=cpus, env=env)
+            stats = cg.run(probe_cmd or argv, inventory, cpus=cpus, env=env, sample_s=cachegrind_sample_s)
             cg_doc = _attach_cachegrind(phases, stats)
+            if stats.sampled:
+                cg_doc["sample_s"] = cachegrind_sample_s
+                notes.append(f"cachegrind pass stopped after its {cachegrind_sample_s:g} s sample: its counts "
+                             "describe the start of the run")
             sources.append("cachegrind")
+    elif "counters" not in sources:
+        notes.append("without hardware counters or --cachegrind, only the working set tells a phase's kind of "
+                     "work apart (a cache-blocked compute phase with a large working set looks memory-bound; "
+                     "integer and FP work look alike): `trace --cachegrind-sample 10` and `profile --cachegrind` "
+                     "add the instruction mix to the phases and to the references")
     samples = {"t_s": [r["t_s"] for r in run.samples]}
     # `threads` is a fixed thread count the user told the app to use (OMP_NUM_THREADS): projection then
     # keeps it on every node. Without one, the app uses all of a node's CPUs (onnode.thread_env), so it
@@ -125,6 +154,7 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         meta={"cpu_list": None if cpus is None else ",".join(map(str, cpus)),
               "probe_cmd": probe_cmd, "llc_bytes": llc_bytes, "wss_cost_s": run.wss_cost_s, "cpu_s": run.cpu_s,
               "omp_max_threads": omp_threads, "streams": streams_doc, "binary": binary.needs(argv[0]),
+              **({"mpi": mpi_doc} if mpi_doc else {}),
               "counters": [{k: v for k, v in r.items()} for r in obs.counter_rows] or None})
     return trace, notes
 

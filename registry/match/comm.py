@@ -1,0 +1,197 @@
+"""The communication part of an MPI application's phases, projected with each node's communication
+profile (issue #31 item 3; docs/mpi.md, "Predictions").
+
+A phase traced under the PMPI library (registry.trace.mpi) carries its computation/communication
+split: `comm_share`, the mean over ranks of the time inside MPI. `nodereg match` projects the
+computation part as any phase (registry.match.project: the phase less its communication, with the
+signature it had) and the communication part here: the measured seconds times the target's
+communication model over the base's (registry.models.comm: hockney or branikas), for the phase's
+messages, bytes and collectives per rank at the rank count asked for. Waiting for neighbours is
+part of the measured communication and scales with it.
+
+A node without MPI figures keeps the phase's communication time (said in a warning); so does every
+node when the base has none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import sqlalchemy as sa
+
+from registry.errors import UserError
+from registry.models.base import NodePrediction
+from registry.models.comm import CommModel, CommProfile, create
+from registry.trace.mpi import SOURCE
+
+DEFAULT_MODEL = "hockney"
+MIN_REL_ERROR = 0.1    # the communication part's interval: at least +-10%
+
+_MPI_ROWS = """
+SELECT n.name AS node, u.name AS kernel, c.threads AS ranks, c.placement, c.config_key, r.value, r.profile_id
+FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id
+JOIN microbenchmarks u ON u.ub_id = c.ub_id JOIN profiles p ON p.profile_id = r.profile_id
+JOIN nodes n ON n.node_id = p.node_id
+WHERE u.family = 'mpi' AND r.value IS NOT NULL AND r.value > 0"""
+
+
+def load_profiles(conn: sa.Connection) -> dict[str, CommProfile]:
+    """Every node's communication profile: its latest profile holding MPI figures."""
+    latest: dict[str, int] = {}
+    rows = conn.execute(sa.text(_MPI_ROWS)).mappings().all()
+    for r in rows:
+        latest[r["node"]] = max(latest.get(r["node"], -1), r["profile_id"])
+    out: dict[str, CommProfile] = {}
+    for r in rows:
+        if r["profile_id"] != latest[r["node"]]:
+            continue
+        size = json.loads(r["config_key"]).get("bytes")
+        if size is None:
+            continue
+        out.setdefault(r["node"], CommProfile(r["node"])).points.setdefault(r["kernel"], []).append(
+            (int(r["ranks"]), r["placement"], int(size), float(r["value"])))
+    return out
+
+
+@dataclass
+class CommInputs:
+    """What projecting an MPI app reads beyond the projection's: the nodes' communication profiles,
+    the model, the ranks x threads it was traced at and the ones it is projected to."""
+
+    model: str
+    profiles: dict[str, CommProfile]
+    traced_ranks: int
+    traced_threads: int                         # OpenMP threads per rank (1: none)
+    ranks: int                                  # projected to
+    threads: int
+    base_cpus: int
+    # the app's MPI traces on its node: (ranks x threads, wall seconds, the slowest rank's MPI
+    # seconds), Barnes's SEP training runs (registry.match.scaled)
+    traced_runs: list[tuple[int, float, float]] = field(default_factory=list)
+    fitted: dict[str, CommModel | None] = field(default_factory=dict)
+
+    def at(self, ranks: int, threads: int | None = None) -> CommInputs:
+        return replace(self, ranks=ranks, threads=threads or self.threads)
+
+    @property
+    def cpus(self) -> int:
+        """The CPUs the computation is projected on: ranks x threads."""
+        return self.ranks * self.threads
+
+    @property
+    def division(self) -> float:
+        """How the computation changes from the traced ranks x threads to the projected ones: it is
+        divided among them, up to the base node's CPUs (strong scaling, no serial part assumed;
+        the projection compares each node with the base at the same count, capped by its CPUs)."""
+        return self.traced_ranks * self.traced_threads / min(self.cpus, self.base_cpus)
+
+    def node_model(self, node: str) -> CommModel | None:
+        """The node's fitted model (None: no usable MPI figures there)."""
+        if node not in self.fitted:
+            profile = self.profiles.get(node)
+            try:
+                self.fitted[node] = create(self.model).fit(profile) if profile else None
+            except UserError:
+                self.fitted[node] = None
+        return self.fitted[node]
+
+
+def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MODEL,
+         ranks: int | None = None) -> CommInputs | None:
+    """The communication inputs of `trace` (None: not an MPI trace, and no rank count asked for)."""
+    doc = trace.meta.get("mpi")
+    create(model)                                   # an unknown model fails before any work
+    if not doc:
+        if ranks is not None:
+            raise UserError(f"--ranks projects an MPI program's ranks, and the trace of {trace.name!r} has none: "
+                            "trace it through its launcher (nodereg trace -- mpirun -np N ...)")
+        return None
+    if ranks is not None and ranks < 1:
+        raise UserError("--ranks must be 1 or more")
+    traced, threads = int(doc["ranks"]), max(1, int(trace.meta.get("omp_max_threads") or 1))
+    return CommInputs(model, load_profiles(conn), traced, threads, ranks or traced, threads, base_cpus,
+                      traced_runs(conn, trace))
+
+
+_TRACES = """
+SELECT t.wall_s, t.meta_json FROM traces t JOIN apps a ON a.app_id = t.app_id JOIN nodes n ON n.node_id = t.node_id
+WHERE a.name = :a AND n.name = :n AND t.status = 'ok' ORDER BY t.trace_id"""
+
+
+def traced_runs(conn: sa.Connection, trace) -> list[tuple[int, float, float]]:
+    """Every MPI trace of the app on the trace's node: (ranks x threads, wall s, max over ranks of
+    the time in MPI: Barnes's per-processor MAX split)."""
+    out = []
+    for wall, meta_json in conn.execute(sa.text(_TRACES), {"a": trace.name, "n": trace.node}):
+        meta = json.loads(meta_json or "{}")
+        doc = meta.get("mpi") or {}
+        per_rank = doc.get("per_rank") or []
+        if not per_rank or not wall:
+            continue
+        cpus = int(doc["ranks"]) * max(1, int(meta.get("omp_max_threads") or 1))
+        out.append((cpus, float(wall), max(float(r["mpi_s"]) for r in per_rank)))
+    return out
+
+
+def _added(a: NodePrediction, b: NodePrediction) -> NodePrediction:
+    return NodePrediction(a.node, a.predicted_s + b.predicted_s, a.low_s + b.low_s, a.high_s + b.high_s,
+                          {**a.explanation, **b.explanation}, a.warnings + b.warnings)
+
+
+def _scaled(p: NodePrediction, factor: float) -> NodePrediction:
+    return replace(p, predicted_s=p.predicted_s * factor, low_s=p.low_s * factor, high_s=p.high_s * factor)
+
+
+def project_phase(phase, time_s: float, comm: CommInputs | None, base: str, nodes: list[str],
+                  compute: Callable):
+    """`compute(phase, seconds)` -> PhaseResult projects a phase's computation (at comm.cpus CPUs,
+    the caller's fixed thread count); in an MPI app, its time is divided among the projected ranks
+    x threads (CommInputs.division), and a phase with an MPI split gets its communication part
+    added, projected here."""
+    sig = phase.signature.get(SOURCE) if comm is not None else None
+    if comm is None:
+        return compute(phase, time_s)
+    share = min(1.0, max(0.0, float(sig.get("comm_share") or 0.0))) if sig else 0.0
+    computing = replace(phase, signature={k: v for k, v in phase.signature.items() if k != SOURCE})
+    result = compute(computing, time_s * (1 - share))
+    if comm.division != 1:
+        result.predictions = {n: _scaled(p, comm.division) for n, p in result.predictions.items()}
+    if not sig:
+        return result
+    comm_s = time_s * share
+    parts, warnings = communication(sig, comm_s, comm, base, nodes)
+    result.predictions = {n: _added(p, parts[n]) for n, p in result.predictions.items()}
+    result.time_s = time_s
+    result.warnings += [f"phase {phase.name}: {w}" for w in warnings if w not in result.warnings]
+    return result
+
+
+def communication(sig: dict, comm_s: float, comm: CommInputs, base: str, nodes: list[str]):
+    """Per node, the phase's communication seconds (base: `comm_s` at the traced rank count)."""
+    base_model = comm.node_model(base)
+    warnings = []
+    if comm.ranks == 1:
+        zero = {n: NodePrediction(n, 0.0, 0.0, 0.0, {"comm_s": 0.0}) for n in nodes}
+        return zero, warnings
+    base_t = base_model.seconds(sig, comm.traced_ranks) if base_model else 0.0
+    if base_model is None or base_t <= 0:
+        warnings.append(f"the base node {base} has no MPI figures for the {comm.model} model: the communication "
+                        f"time ({comm_s:.3g} s) is kept on every node (nodereg profile {base} --kernels mpi)")
+    out, kept = {}, []
+    for n in nodes:
+        model = comm.node_model(n)
+        if base_model is None or base_t <= 0 or model is None:
+            if base_model is not None and model is None:
+                kept.append(n)
+            out[n] = NodePrediction(n, comm_s, comm_s, comm_s, {"comm_s": comm_s})
+            continue
+        predicted = comm_s * model.seconds(sig, comm.ranks) / base_t
+        err = max(MIN_REL_ERROR, getattr(model, "rel_rmse", getattr(model, "rel_spread", 0.0)))
+        out[n] = NodePrediction(n, predicted, predicted * (1 - err), predicted * (1 + err), {"comm_s": predicted})
+        warnings += [w for w in model.warnings if w not in warnings]
+    if kept:
+        warnings.append(f"no MPI figures on {', '.join(kept[:3])}{' ...' if len(kept) > 3 else ''}: their "
+                        f"communication time is kept at the base's")
+    return out, warnings

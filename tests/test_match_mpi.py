@@ -1,0 +1,221 @@
+"""Predicting MPI applications (issue #31 item 3): the communication models (hockney, branikas),
+the communication part of a phase projected with each node's MPI profile, `match --ranks`, and
+`match --configs` (ranks x threads per node type). The MPI profiles are written with known
+latency and bandwidth; the models must recover them."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import assert_one_line_error, both_backends
+from registry_data import profile_at_speeds
+
+from registry.db import open_registry, utcnow
+from registry.db.write import insert_returning
+from registry.io.tracefile import Phase, Trace
+from registry.models.comm import BranikasModel, CommProfile, HockneyModel, create
+from registry.trace import store
+
+SIZES = [8, 128, 2048, 32768, 524288, 4194304]
+ALPHA_US, BETA = {"b": 1.0, "fast": 0.5, "slowcomm": 1.0}, {"b": 5e9, "fast": 20e9, "slowcomm": 0.5e9}
+
+
+def pingpong(alpha_us, beta):
+    return [(2, "same_ccx", m, alpha_us + m / beta * 1e6) for m in SIZES]
+
+
+def test_hockney_recovers_latency_and_bandwidth():
+    model = HockneyModel().fit(CommProfile("x", {"pingpong": pingpong(1.5, 8e9)}))
+    assert model.alpha == pytest.approx(1.5e-6, rel=1e-6) and 1 / model.inv_beta == pytest.approx(8e9, rel=1e-6)
+    # 100 messages of 1 MiB and 10 allreduces of 8 B (measured at 2 ranks: 3 us at 8 B, 30 us at 8 KiB)
+    model.profile.points["allreduce"] = [(2, "same_ccx", 8, 3.0), (2, "same_ccx", 8192, 30.0)]
+    sig = {"msgs": 100, "msg_bytes": 100 * 2**20, "coll": 10, "coll_bytes": 80}
+    assert model.seconds(sig, 2) == pytest.approx(100 * 1.5e-6 + 100 * 2**20 / 8e9 + 10 * 3e-6, rel=1e-6)
+
+
+def test_branikas_base_from_the_papers_exchange_table():
+    """Table 6.1 of Branikas 2024 (IMB Exchange, 64 nodes, us): the paper derives Base = 6.10 us."""
+    table = {32768: [27.49, 43.77, 66.73, 116.48, 235.55], 262144: [136.91, 250.50, 453.08, 923.11, 1897.49],
+             2097152: [980.38, 1900.20, 3679.86, 7520.41, 15333.66]}
+    points = [(ppn, "node", m, us) for m, row in table.items() for ppn, us in zip((1, 2, 4, 8, 16), row)]
+    model = BranikasModel().fit(CommProfile("paper", {"exchange": points}))
+    assert model.base_s == pytest.approx(6.10e-6, rel=0.1)
+    errors = [abs(model.exchange_s(p, m) * 1e6 / us - 1) for p, _, m, us in points if m >= 262144]
+    assert np.median(errors) < 0.1          # the model holds for the large messages it is made for
+
+
+def test_an_unknown_communication_model_is_refused():
+    with pytest.raises(Exception, match="unknown communication model 'nope'"):
+        create("nope")
+
+
+def _mpi_profile(conn, node):
+    """Ping-pong (alpha, beta of the node), exchange and allreduce figures, as `profile --kernels mpi` stores them."""
+    node_id = conn.exec_driver_sql(f"SELECT node_id FROM nodes WHERE name = '{node}'").scalar()
+    prof = insert_returning(conn, "profiles", {"uid": f"mpi{node}", "node_id": node_id, "mode": "custom",
+                                               "started_at": utcnow(), "status": "complete"}, "profile_id")
+    for kernel in ("pingpong", "exchange", "allreduce"):
+        ub_id = conn.exec_driver_sql(f"SELECT ub_id FROM microbenchmarks WHERE name = '{kernel}'").scalar() or \
+            insert_returning(conn, "microbenchmarks", {"name": kernel, "family": "mpi", "n_streams": 0}, "ub_id")
+        for m in SIZES:
+            key = json.dumps({"bytes": m, "placement": "same_ccx", "ranks": 2, "threads": 2, "ub": kernel,
+                              "node": node})
+            cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": key, "threads": 2,
+                                                        "placement": "same_ccx", "unit": "us"}, "config_id")
+            one_way = ALPHA_US[node] + m / BETA[node] * 1e6
+            value = {"pingpong": one_way, "exchange": 2 * one_way, "allreduce": 2 * one_way}[kernel]
+            insert_returning(conn, "profile_runs", {"profile_id": prof, "config_id": cid, "reps": 3, "median_s": 1.0,
+                                                    "unstable": False, "value": value}, "run_id")
+
+
+def _mpi_trace(comm_share=0.8, msgs=1000, msg_bytes=1000 * 2**20, threads=None):
+    """An MPI app traced on b at 2 ranks: a compute phase (10 s) and a halo phase (10 s, `comm_share` in MPI)."""
+    mpi = {"comm_share": comm_share, "comm_share_max": comm_share, "ranks": 2.0, "msgs": msgs, "msg_bytes": msg_bytes,
+           "coll": 0.0, "coll_bytes": 0.0, "calls": 2.0 * msgs, "peers": 1.0}
+    phases = [Phase("compute", "marker", 0, 10, 0.5, 10.0, signature={"proc": {"cpu_util": 1.98, "wss_llc": 0.01}}),
+              Phase("halo", "marker", 10, 20, 0.5, 10.0,
+                    signature={"proc": {"cpu_util": 1.98, "wss_llc": 0.01}, "mpi": mpi})]
+    return Trace(name="mpiapp", node="b", host="h", command=["mpirun", "-np", "2", "app"], exit_status=0, status="ok",
+                 wall_s=20.0, interval_s=0.1, started_at=utcnow().isoformat(), sources=["proc", "mpi"], phases=phases,
+                 meta={"mpi": {"ranks": 2}, "omp_max_threads": threads})
+
+
+@pytest.fixture
+def registry(db_url):
+    def build(trace=None, mpi_nodes=("b", "fast", "slowcomm")):
+        reg = open_registry(db_url)
+        with reg.begin() as conn:
+            for node in ("b", "fast", "slowcomm", "one"):
+                profile_at_speeds(conn, node, 1 if node == "one" else 2, base=node == "b")
+            for node in mpi_nodes:
+                _mpi_profile(conn, node)
+            store.save(conn, trace or _mpi_trace())
+        reg.close()
+    return build
+
+
+@pytest.fixture(autouse=True)
+def speeds(monkeypatch):
+    """The compute speeds of the nodes (registry_data.SPEEDS): the same for b, fast and slowcomm."""
+    import registry_data
+    monkeypatch.setitem(registry_data.SPEEDS, "fast", registry_data.SPEEDS["b"])
+    monkeypatch.setitem(registry_data.SPEEDS, "slowcomm", registry_data.SPEEDS["b"])
+
+
+def _hockney_s(node, msgs, nbytes):
+    return msgs * ALPHA_US[node] * 1e-6 + nbytes / BETA[node]
+
+
+@both_backends
+def test_the_communication_part_moves_with_each_nodes_mpi_profile(cli, registry):
+    registry()
+    res = cli("match", "mpiapp", "--json", "--explain", "--no-store")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    halo = next(p for p in doc["phases"] if p["name"] == "halo")["per_node"]
+    compute = next(p for p in doc["phases"] if p["name"] == "compute")["per_node"]
+    base_comm = 0.8 * 10.0
+    for node in ("fast", "slowcomm"):
+        ratio = _hockney_s(node, 1000, 1000 * 2**20) / _hockney_s("b", 1000, 1000 * 2**20)
+        # the same compute speed everywhere: the computation part (2 s) stays, the communication scales
+        assert halo[node]["predicted_s"] == pytest.approx(0.2 * compute[node]["predicted_s"] + base_comm * ratio,
+                                                          rel=0.02)
+    assert halo["b"]["predicted_s"] == pytest.approx(10.0, rel=0.02)
+    # the node without MPI figures keeps the base's communication time, and is told
+    assert halo["one"]["predicted_s"] == pytest.approx(0.2 * compute["one"]["predicted_s"] + base_comm, rel=0.02)
+    assert any("no MPI figures on one" in w for w in doc["warnings"])
+    order = [p["node"] for p in doc["predictions"]]
+    assert order.index("fast") < order.index("b") < order.index("slowcomm")
+
+
+def test_branikas_and_the_rank_count(cli, registry):
+    registry()
+    by_model = {}
+    for model in ("hockney", "branikas"):
+        res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--comm-model", model, "--nodes", "b,fast")
+        assert res.code == 0, res.err
+        by_model[model] = {p["node"]: p["predicted_s"] for p in json.loads(res.out)["predictions"]}
+    assert by_model["branikas"]["fast"] < by_model["branikas"]["b"]
+    # Branikas's model is linear in the ranks per node: at 4 ranks the exchange takes twice as long
+    at = {}
+    for ranks in (2, 4):
+        res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--comm-model", "branikas", "--nodes", "b",
+                  "--ranks", ranks)
+        assert res.code == 0, res.err
+        halo = next(p for p in json.loads(res.out)["phases"] if p["name"] == "halo")["per_node"]["b"]
+        at[ranks] = halo["predicted_s"]
+    # (the computation stays: 4 ranks on 2 CPUs share them) and the communication, 8 s at 2 ranks, doubles
+    assert at[4] - at[2] == pytest.approx(8.0, rel=0.02)
+    # 1 rank: no communication at all
+    res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--nodes", "b", "--ranks", 1)
+    one = next(p for p in json.loads(res.out)["phases"] if p["name"] == "halo")["per_node"]["b"]
+    assert one["predicted_s"] < 0.2 * 10 * 2.5      # only the computation, at 1 CPU instead of 2
+
+
+def test_configs_trade_computation_for_communication(cli, registry):
+    registry()
+    res = cli("match", "mpiapp", "--configs", "--json", "--no-store")
+    assert res.code == 0, res.err
+    chosen = {c["node"]: c for c in json.loads(res.out)["configs"]}
+    # the same CPUs: 2 ranks halve the computation; on the slow network their communication costs more
+    assert (chosen["fast"]["ranks"], chosen["fast"]["threads"]) == (2, 1)
+    assert (chosen["slowcomm"]["ranks"], chosen["slowcomm"]["threads"]) == (1, 1)
+    assert chosen["one"]["ranks"] == 1 and chosen["one"]["configs_tried"] == 1
+    assert chosen["fast"]["comm_s"] > 0 and chosen["slowcomm"]["comm_s"] == 0
+    assert any("ranks would add" in r for r in chosen["slowcomm"]["reasons"])
+    assert chosen["fast"]["efficiency_index"] > 0
+    text = cli("match", "mpiapp", "--configs", "--no-store")
+    assert text.code == 0 and "fast: 2 x 1" in text.out
+
+
+def test_a_hybrid_app_is_offered_threads(cli, registry):
+    registry(_mpi_trace(threads=2))
+    res = cli("match", "mpiapp", "--configs", "--json", "--no-store", "--nodes", "slowcomm")
+    (choice,) = json.loads(res.out)["configs"]
+    assert (choice["ranks"], choice["threads"]) == (1, 2) and choice["configs_tried"] == 3
+
+
+def test_bad_requests_are_one_line_errors(cli, registry, db_url):
+    registry()
+    assert_one_line_error(cli("match", "mpiapp", "--comm-model", "nope"), "unknown communication model 'nope'")
+    assert_one_line_error(cli("match", "mpiapp", "--ranks", 4, "--model", "amdahl"), "--ranks and --configs")
+    reg = open_registry(db_url)
+    plain = _mpi_trace()
+    plain.name, plain.meta = "plain", {}
+    with reg.begin() as conn:
+        store.save(conn, plain)
+    reg.close()
+    assert_one_line_error(cli("match", "plain", "--ranks", 2), "has none: trace it through its launcher")
+    assert_one_line_error(cli("match", "plain", "--configs"), "has no ranks")
+
+
+@both_backends
+def test_traces_at_several_rank_counts_give_barnes_sep(cli, registry, db_url):
+    """Traced at 1, 2, 4 and 8 ranks: computation 16/q s, communication growing (0.5 q s); the
+    scaling model is fitted on the traces with their split, and loglog takes SEP."""
+    registry()
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for q in (1, 4, 8, 2):
+            t = _mpi_trace()
+            comm = 0.5 * q
+            t.wall_s = 16.0 / q + comm
+            t.meta = {"mpi": {"ranks": q, "per_rank": [{"rank": r, "mpi_s": comm} for r in range(q)]}}
+            store.save(conn, t)
+    reg.close()
+    res = cli("match", "mpiapp", "--model", "loglog", "--json", "--no-store", "--nodes", "b")
+    assert res.code == 0, res.err
+    said = [w for w in json.loads(res.out)["warnings"] if "MPI traces" in w]
+    assert said and "ranks x threads 1, 2, 4, 8" in said[0] and said[0].endswith("technique SEP")
+
+
+def test_the_base_time_takes_runs_at_the_traced_rank_count(cli, registry):
+    """Traced at 1 rank on a 2-CPU base: the measured runs at 1 (not at the base's 2 CPUs) join it."""
+    trace = _mpi_trace()
+    trace.meta = {"mpi": {"ranks": 1}}
+    registry(trace)
+    for threads, seconds in ((1, 30), (1, 30), (2, 5)):
+        assert cli("runs", "add", "mpiapp", "b", "--threads", threads, "--time", seconds).code == 0
+    res = cli("match", "mpiapp", "--json", "--no-store", "--nodes", "b")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["base_time_s"] == pytest.approx(30.0)
