@@ -35,7 +35,7 @@ class Figure:
     kernels: tuple[str, ...]   # the first the type has measured at this level is used
     level: int | None          # streams.ws_level: 1, 2, 3 = L1..L3, 0 = memory; None: no level
     metric: str                # bandwidth_gbs | gflops | latency_ns
-    one_thread: bool           # at the fewest threads measured, else the best over thread counts
+    one_thread: bool           # at the fewest threads measured, else at the most (the node's figures: v_nodes)
     higher_is_better: bool = True
 
 
@@ -105,9 +105,8 @@ def _figure_values(rows: list[dict], fig: Figure) -> dict:
     out: dict = {}
     for host in {r["host"] for r in chosen}:
         mine = [r for r in chosen if r["host"] == host]
-        if fig.one_thread:
-            fewest = min(r["threads"] for r in mine)
-            mine = [r for r in mine if r["threads"] == fewest]
+        count = (min if fig.one_thread else max)(r["threads"] for r in mine)
+        mine = [r for r in mine if r["threads"] == count]
         out[host] = float(best(r[fig.metric] for r in mine))
     return out
 

@@ -21,6 +21,7 @@ import pytest
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "sinfo", "scancel")
+QUIET_S = 180   # for the node to be idle again after a test: cancelled steps end within KillWait + their exit
 
 
 @dataclass
@@ -36,6 +37,27 @@ class SlurmCluster:
         for log in sorted((self.root / "log").glob("*.log")):
             out += [f"--- {log.name}", *log.read_text(errors="replace").splitlines()[-lines:]]
         return "\n".join(out)
+
+    def settle(self, timeout_s: float = QUIET_S) -> None:
+        """Leave the cluster as a test found it: no job left (any left is cancelled) and the node idle,
+        resumed if Slurm drained it (a step it could not kill in time on a loaded machine drains the
+        node, and every later job would wait 'pending' behind it). Fails, saying so, past `timeout_s`."""
+        subprocess.run(["scancel", "--full", "--partition", self.partition], capture_output=True, check=False)
+        deadline = time.monotonic() + timeout_s
+        state, jobs = "", ""
+        while time.monotonic() < deadline:
+            jobs = subprocess.run(["squeue", "--noheader", "--format=%i %T"], capture_output=True,
+                                  text=True).stdout.strip()
+            state = subprocess.run(["sinfo", "--noheader", "--format=%T"], capture_output=True,
+                                   text=True).stdout.strip()
+            if not jobs and state == "idle":
+                return
+            if state.startswith(("drain", "down")) and not jobs:
+                subprocess.run(["scontrol", "update", f"NodeName={self.node}", "State=RESUME"],
+                               capture_output=True, check=False)
+            time.sleep(1)
+        pytest.fail(f"the test Slurm cluster did not settle in {timeout_s:.0f} s (node {state or 'unknown'}, "
+                    f"jobs: {jobs or 'none'}):\n{self.log_tail()}")
 
 
 def _unavailable(reason: str) -> None:
@@ -72,8 +94,9 @@ SlurmctldPidFile={root}/slurmctld.pid
 SlurmdPidFile={root}/slurmd.pid
 SlurmctldLogFile={root}/log/slurmctld.log
 SlurmdLogFile={root}/log/slurmd.log
-ProctrackType=proctrack/pgid
+ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
+KillWait=5
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none

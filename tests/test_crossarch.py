@@ -16,22 +16,12 @@ from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
 from registry.models.plugins import create
 from conftest import assert_one_line_error, both_backends
-
-FAMILIES = [("Zen 4", "x86_64"), ("Zen 3", "x86_64"), ("Ice Lake", "x86_64"), ("Cascade Lake", "x86_64"),
-            ("Graviton3", "aarch64"), ("Graviton4", "aarch64")]
-
+from crossarch_synth import FAMILIES, synthetic_nodes
 
 def world(seed=0, nodes_per_family=12, noise=0.01):
     """(CrossData, exponents of each app): cost = core^a * mem^b * (1 / vcpus)^c, log-normal noise."""
     rng = np.random.default_rng(seed)
-    rows = []
-    for fam, arch in FAMILIES:
-        core_f, mem_f = rng.uniform(0.6, 1.6), rng.uniform(0.6, 1.6)
-        for i in range(nodes_per_family):
-            rows.append({"node": f"{fam.replace(' ', '')}-{i}", "cpu_family": fam, "architecture": arch,
-                         "n_cpus": int(rng.choice([2, 4, 8, 16, 32, 64])),
-                         "core": core_f * rng.uniform(0.9, 1.1), "mem": mem_f * rng.uniform(0.8, 1.25)})
-    nodes = pd.DataFrame(rows).set_index("node")
+    nodes = synthetic_nodes(rng, nodes_per_family, [2, 4, 8, 16, 32, 64])
     log_core, log_mem, log_cpu = (np.log(1 / nodes["core"]), np.log(1 / nodes["mem"]), -np.log(nodes["n_cpus"]))
 
     def cost(a, b, c, sd=noise):
@@ -138,6 +128,19 @@ def test_from_runs_ranks_by_time_and_cost_and_warns_across_architectures():
     assert np.median(errors) < 0.1
     by_cost = from_runs(data, app, measured, objective="cost")
     assert [r.cost for r in by_cost] == sorted(r.cost for r in by_cost)
+
+
+def test_a_node_without_the_apps_kind_of_references_is_not_predicted():
+    """A node where none of the one-CPU references was measured (only all-CPU ones, as on some imported
+    servers without Geekbench or single-thread runs) is left out, not predicted by all-CPU scaling."""
+    data, _ = world()
+    app, bare = "compression:lz4-1:compress:1t", "Zen3-3"
+    data.costs.loc[bare, [c for c in data.costs.columns if c.endswith(":1t")]] = np.nan
+    data.times.loc[bare, [a for a in data.times.columns if a.endswith((":1t", ":single"))]] = np.nan
+    measured = {n: data.times.at[n, app] for n in ("Zen4-0", "IceLake-1")}
+    ranked = {r.node for r in from_runs(data, app, measured)}
+    assert bare not in ranked and "Zen3-4" in ranked
+    assert len(ranked) == len(data.nodes) - 3
 
 
 def test_from_runs_without_a_node_of_the_suite_is_a_user_error():

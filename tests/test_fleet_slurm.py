@@ -32,9 +32,19 @@ def pg_url(pg_database):
     return sa.URL.create(url.drivername, url.username, None, url.host, url.port, url.database).render_as_string()
 
 
-def wait_for(cli, job: str, log_dir, timeout_s: float = 240) -> dict:
-    """The job's status once every task has ended; past the deadline (a very loaded machine), as it
-    is, with the job cancelled so that it holds up no later test."""
+@pytest.fixture(autouse=True)
+def settled(slurm_cluster):  # noqa: F811
+    """Each test starts on an idle cluster and leaves one: a job a failed test left behind (or a node
+    Slurm drained after a step it could not kill in time) would hold the next test's tasks 'pending'."""
+    slurm_cluster.settle()
+    yield
+    slurm_cluster.settle()
+
+
+def wait_for(cli, job: str, log_dir, cluster, timeout_s: float = 600) -> dict:
+    """The job's status once every task has ended, polled. A loaded 2-core machine stretches a
+    task of seconds to minutes, hence the long deadline; past it the job is cancelled and the test
+    fails saying where each task was, with the daemons' log."""
     deadline = time.monotonic() + timeout_s
     while True:
         res = cli("fleet", "status", job, "--log-dir", str(log_dir), "--json")
@@ -44,8 +54,10 @@ def wait_for(cli, job: str, log_dir, timeout_s: float = 240) -> dict:
             return out
         if time.monotonic() > deadline:
             subprocess.run(["scancel", job], check=False)
-            return out
-        time.sleep(0.5)
+            where = ", ".join(f"{t['host']} {t['state']}" + (f" ({t['detail']})" if t["detail"] else "")
+                              for t in out["tasks"])
+            pytest.fail(f"fleet job {job} had not ended after {timeout_s:.0f} s: {where}\n{cluster.log_tail()}")
+        time.sleep(1)
 
 
 def submitted(res) -> str:
@@ -58,7 +70,7 @@ def test_a_fleet_lands_in_postgresql_and_health_flags_the_degraded_host(cli, tmp
     res = cli("--db", pg_url, "fleet", "submit", "e2e", "-w", slurm_cluster.node, "-p", slurm_cluster.partition,
               "--as-hosts", ",".join(HOSTS), "--exclusive", "--log-dir", str(tmp_path), "--", *PROFILE)
     job = submitted(res)
-    out = wait_for(cli, job, tmp_path)
+    out = wait_for(cli, job, tmp_path, slurm_cluster)
     assert [(t["host"], t["state"], t["slurm_node"]) for t in out["tasks"]] == \
         [(h, "done", slurm_cluster.node) for h in HOSTS], (out, slurm_cluster.log_tail())
     reg = open_registry(pg_url)
@@ -95,14 +107,14 @@ def test_failed_tasks_and_bundles_to_a_directory(cli, tmp_path, pg_url, binary, 
     node = slurm_cluster.node
     fail = cli("fleet", "submit", "bad", "-w", node, "--as-hosts", "f1,f2", "--to-dir", str(tmp_path / "b"),
                "--log-dir", str(tmp_path), "--nodereg", "sh -c 'echo cannot reach the registry >&2; exit 3' x")
-    out = wait_for(cli, submitted(fail), tmp_path)
+    out = wait_for(cli, submitted(fail), tmp_path, slurm_cluster)
     assert [t["state"] for t in out["tasks"]] == ["failed", "failed"]
     assert all(t["detail"].startswith("exit 3: ") and t["detail"].endswith("| cannot reach the registry")
                for t in out["tasks"]), out
 
     ok = cli("fleet", "submit", "e2e-dir", "-w", node, "--as-hosts", "d1", "--to-dir", str(tmp_path / "b"),
              "--log-dir", str(tmp_path), "--", "--quick", "--reps", "1", "--kernels", "peak_fma", "--threads", "1")
-    out = wait_for(cli, submitted(ok), tmp_path)
+    out = wait_for(cli, submitted(ok), tmp_path, slurm_cluster)
     (task,) = out["tasks"]
     assert task["state"] == "done" and task["profile"] == f"d1_{out['job']}.zip", out
     res = cli("--db", pg_url, "fleet", "collect", str(tmp_path / "b"), "--json")

@@ -414,3 +414,33 @@ def test_migration_7_keeps_one_of_identical_sets_and_finds_their_base(cli, db_ur
         (uid, 2, 10.0), (uid, 2, 11.0), (uid, 3, 11.0), (uid, 3, 12.0), (None, 4, 10.0), (None, 4, 11.0)]
     assert {r["base_node"] for r in rows} == {"b"}
     assert [n for *_, n in _sets(db_url)][-1] == 3    # and the look stored its own set
+
+
+def test_the_headline_interval_is_the_phases_bounds_taken_through_said_steps(cli, db_url, registry):
+    """#32: a headline of 0.44 - 55.7 s beside phases whose bounds added up to 4.91 - 4.99 s. Each node's
+    interval starts from its phases' summed bounds, and every step that widens it (the base time's
+    noise, a caveat of the base profile here: partial, x1.25) is recorded, applied in order and said."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:   # the base node's profile measured only some kernels: every interval x1.25
+        conn.execute(sa.text("UPDATE profiles SET mode = 'custom' WHERE node_id = "
+                             "(SELECT node_id FROM nodes WHERE name = 'b')"))
+    reg.close()
+    out = json.loads(cli("match", "app", "--json", "--explain", "--no-store").out)
+    for pred in out["predictions"]:
+        steps = pred["interval_steps"]
+        phase_low = sum(p["per_node"][pred["node"]]["low_s"] for p in out["phases"])
+        phase_high = sum(p["per_node"][pred["node"]]["high_s"] for p in out["phases"])
+        assert steps[0]["step"] == "the phases' bounds, summed"
+        assert (steps[0]["low_s"], steps[0]["high_s"]) == (pytest.approx(phase_low), pytest.approx(phase_high))
+        assert (steps[-1]["low_s"], steps[-1]["high_s"]) == (pred["low_s"], pred["high_s"])
+        assert steps[-1]["step"].startswith("the profiles' caveats x1.2")
+        assert steps[-1]["low_s"] == pytest.approx(steps[-2]["low_s"] / 1.25)
+        assert steps[-1]["high_s"] == pytest.approx(steps[-2]["high_s"] * 1.25)
+        for before, after in zip(steps, steps[1:]):   # uncalibrated: each step only widens
+            assert after["low_s"] <= before["low_s"] and after["high_s"] >= before["high_s"], steps
+    res = cli("match", "app", "--no-store")
+    said = " ".join(res.out.split())
+    top = out["predictions"][0]
+    assert (f"interval of {top['node']}: the phases' bounds, summed: {top['interval_steps'][0]['low_s']:.3g} - "
+            f"{top['interval_steps'][0]['high_s']:.3g} s;") in said
+    assert f"the profiles' caveats x1.2 (see the warnings): {top['low_s']:.3g} - {top['high_s']:.3g} s" in said

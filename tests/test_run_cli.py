@@ -123,6 +123,11 @@ def test_bad_input_is_one_line_and_runs_nothing(cli, db_url, tmp_path):
     assert_one_line_error(res, "command not found: no-such-command-xyz")
     assert res.code == 127
     assert_one_line_error(cli("run", "core0"), "no command given")
+    # a mistyped option is not a program to look for (#32: `run n --threads 0 -- true` said "command not
+    # found: --threads", exit 127; a mistyped command line exits 2, as the README says)
+    res = cli("run", "core0", "--threads", "2", "--", "touch", marker)
+    assert_one_line_error(res, "no such option: --threads", "after `--`")
+    assert res.code == 2
     assert_one_line_error(cli("run", "core0", "--name", " a", "--", "touch", marker), "app name")
     assert not marker.exists()
     assert _runs(db_url) == ([], 0)

@@ -32,8 +32,9 @@ def _models(text: str | None) -> list[str]:
     return names
 
 
-# the models built for a reference set seen from calibration nodes (the others expect signatures of
-# traced runs on one base node; they may still be named with --models)
+# the models built for a reference set seen from calibration nodes and run by default (the others expect
+# signatures of traced runs on one base node; they may still be named with --models, as may the learned
+# models paris and similar-runs-gbt, which fit boosted trees in every fold: minutes per seed, not seconds)
 CALIBRATION_MODELS = ("similar-runs", "vcpu-ratio", "best-micro-ratio", "geekbench-ratio")
 
 

@@ -3,7 +3,7 @@
 import typer
 
 from registry.cli.app import app, current_reader, model_options_flag, state
-from registry.cli.match_output import names, phase_set_said, summarise_warnings, tied_ranks
+from registry.cli.match_output import interval_said, names, phase_set_said, summarise_warnings, tied_ranks
 from registry.cli.output import console, err_console, print_json, print_table, say
 from registry.errors import UserError
 
@@ -134,6 +134,9 @@ def match(
         err_console.print(f"left out: {x['node']}: {x['reason']}")
     if inputs.calibration is not None:
         console.print(inputs.calibration.describe())
+    how = interval_said(result.nodes[0]) if result.nodes else None
+    if how:
+        say(how)
     said = phase_set_said(inputs.found.trace.phases, inputs.phases)
     if said:
         say(said)

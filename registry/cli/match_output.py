@@ -136,3 +136,13 @@ def phase_set_said(all_phases: list, chosen: list) -> str | None:
     return (f"phases: {plural(len(chosen), 'phase')} from {_SET_NAMES.get(used, used)}, covering {cover[used]:.0%} "
             f"of the run (other sets: {others}); the set covering the most is used, and within 2% of it the "
             "app's markers, then OpenMP regions, then change points")
+
+
+def interval_said(node) -> str | None:
+    """How a node's headline interval follows from its phases' bounds: each step and the interval after
+    it (registry.match.project.NodeResult.widen). The phases' bounds alone looked inconsistent with a
+    headline widened for the base time's noise and the profiles' caveats (#32)."""
+    if not node.steps:
+        return None
+    said = "; ".join(f"{s['step']}: {s['low_s']:.3g} - {s['high_s']:.3g} s" for s in node.steps)
+    return f"interval of {node.node}: {said} (--json: each node's interval_steps)"

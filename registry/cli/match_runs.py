@@ -21,9 +21,11 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
     measured = sorted(n for n in times if n in data.nodes.index)
     ignored = sorted(n for n in times if n not in data.nodes.index)
     shown = ranked[:top] if top else ranked
+    # nodes where the references that resemble the app were not measured (models.similar_runs)
+    unpredicted = len(data.nodes) - len(measured) - len(ranked) if objective == "time" else 0
     if as_json:
         print_json({"app": app, "model": model, "suite": suite, "objective": objective, "measured_on": measured,
-                    "ignored_runs_on": ignored, "currency": data.currency,
+                    "ignored_runs_on": ignored, "not_predicted": unpredicted, "currency": data.currency,
                     "nodes": [{"rank": i + 1, **r.__dict__} for i, r in enumerate(shown)]})
         return
     rows = [{"rank": i + 1, "node": r.node, "predicted_s": r.predicted_s,
@@ -34,6 +36,9 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
     shown_columns = [c for c in rows[0] if c not in ("cost", "warnings") or any(r[c] for r in rows)] if rows else None
     print_table(rows, shown_columns, title=f"{app} measured on {', '.join(measured)}: predicted by {model}, by {objective} "
                             f"({len(ranked)} nodes)")
+    if unpredicted:
+        err_console.print(f"{unpredicted} nodes not predicted: the references that resemble {app} were not measured "
+                          "there")
     if ignored:
         err_console.print(f"runs not used (node not in the suite {suite!r}): {', '.join(ignored)}")
     cross = sum(any("predicted from" in w for w in r.warnings) for r in ranked)

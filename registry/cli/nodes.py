@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from registry.cli.app import app, import_app, remove_confirmed, state
-from registry.cli.output import console, print_json, print_table
+from registry.cli.output import console, print_json, print_table, say
 from registry.errors import UserError
 from registry.nodefilter import NodeFilter
 
@@ -19,7 +19,7 @@ app.add_typer(nodes_app, name="nodes")
 
 _LIST_SQL = """
 SELECT v.name, v.cpu_model, v.n_cpus, v.cores, v.memory_bytes, v.cpu_list, v.source, v.hosts, v.profiles,
-       v.last_profiled, v.memory_triad_gbs, v.best_fp64_gflops, v.measured_runs,
+       v.last_profiled, v.memory_triad_gbs, v.{fp64}, v.measured_runs,
        {kind}
 FROM v_nodes v JOIN nodes n ON n.name = v.name
 WHERE {where}
@@ -27,8 +27,12 @@ ORDER BY v.name"""
 _KIND = "n.vendor, n.architecture, n.cpu_vendor, n.cpu_family"
 _KIND_UNKNOWN = "NULL AS vendor, NULL AS architecture, NULL AS cpu_vendor, NULL AS cpu_family"
 _KIND_SCHEMA = 14   # the schema that gave nodes their vendor, architecture and CPU family
+FIGURES_DEFINED = ("memory_triad_gbs: STREAM triad at the most threads measured, largest working set; fp64_gflops: "
+                   "peak_fma at the most threads measured (each the better configuration there, the median over "
+                   "the hosts): the figures profile, match and the reports quote")
+_FP64_SCHEMA = 21   # fp64_gflops: peak_fma at the most threads (before: best_fp64_gflops, the best of any count)
 _HOSTS_SQL = """
-SELECT host, profiles, last_profiled, memory_triad_gbs, best_fp64_gflops
+SELECT host, profiles, last_profiled, memory_triad_gbs, {fp64}
 FROM v_hosts WHERE node = :name ORDER BY host"""
 
 
@@ -48,8 +52,9 @@ def list_nodes(
 ) -> None:
     """List the registered nodes (types; `hosts`: how many hosts profiled each, whose median the
     figures are), those matching every filter given; with `show` or `rm`: act on one."""
-    from registry.db.upgrade import require_current
     import sqlalchemy as sa
+
+    from registry.db.upgrade import require_current
 
     if ctx.invoked_subcommand is not None:
         return
@@ -59,7 +64,8 @@ def list_nodes(
     known = reg.version >= _KIND_SCHEMA     # an older shared registry is listed as it is (#30)
     if chosen.active and not known:
         require_current(reg, "nodes with filters")
-    sql = _LIST_SQL.format(where=where, kind=_KIND if known else _KIND_UNKNOWN)
+    fp64 = fp64_column(reg)
+    sql = _LIST_SQL.format(where=where, kind=_KIND if known else _KIND_UNKNOWN, fp64=fp64)
     with reg.connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
     for r in rows:
@@ -69,16 +75,25 @@ def list_nodes(
         print_json(rows)
         return
     columns = ["name", "cpu_model", "n_cpus", "memory_gib", "cpu_list", "hosts", "profiles", "memory_triad_gbs",
-               "best_fp64_gflops", "measured_runs"]
+               fp64, "measured_runs"]
     if any(r["cpu_family"] or r["architecture"] for r in rows):      # imported types: say what they are
         columns[2:2] = ["architecture", "cpu_family"]
     print_table(rows, columns, empty="no node matches the filters" if chosen.active else
                 "no nodes registered yet: run `nodereg profile NODE`")
+    if rows and fp64 == "fp64_gflops":
+        say(FIGURES_DEFINED)
 
 
-def node_details(conn: "sa.Connection", name: str) -> dict:
-    from registry.nodes import require_node_id
+def fp64_column(reg) -> str:
+    """v_nodes' FP64 figure: fp64_gflops, or on an older shared registry (listed as it is, #30) the
+    column it has, best_fp64_gflops, under its own name: its figure has another definition."""
+    return "fp64_gflops" if reg.version >= _FP64_SCHEMA else "best_fp64_gflops"
+
+
+def node_details(conn: "sa.Connection", name: str, fp64: str = "fp64_gflops") -> dict:
     import sqlalchemy as sa
+
+    from registry.nodes import require_node_id
 
     node_id = require_node_id(conn, name)
     node = dict(conn.execute(sa.text("SELECT * FROM nodes WHERE node_id = :id"), {"id": node_id}).one()._mapping)
@@ -91,7 +106,7 @@ def node_details(conn: "sa.Connection", name: str) -> dict:
         "SELECT p.uid, p.host, p.mode, p.started_at, p.duration_s, p.cpu_list, p.compiler, "
         "(SELECT count(*) FROM profile_runs r WHERE r.profile_id = p.profile_id) AS configs "
         "FROM profiles p WHERE p.node_id = :id ORDER BY p.profile_id"), {"id": node_id})]
-    node["hosts"] = [dict(r._mapping) for r in conn.execute(sa.text(_HOSTS_SQL), {"name": name})]
+    node["hosts"] = [dict(r._mapping) for r in conn.execute(sa.text(_HOSTS_SQL.format(fp64=fp64)), {"name": name})]
     node["traces"] = conn.execute(sa.text("SELECT count(*) FROM traces WHERE node_id = :id"), {"id": node_id}).scalar_one()
     node["runs"] = conn.execute(sa.text("SELECT count(*) FROM runs WHERE node_id = :id"), {"id": node_id}).scalar_one()
     return node
@@ -103,7 +118,7 @@ def show(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
     """Show one node: inventory, caches, hosts, profiles, traces and runs."""
     reg = state(ctx).registry(readonly=True)
     with reg.connect() as conn:
-        node = node_details(conn, name)
+        node = node_details(conn, name, fp64_column(reg))
     if as_json:
         print_json(node)
         return

@@ -10,7 +10,7 @@ from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColum
 from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.interrupts import interrupts_reported
-from registry.cli.output import console, err_console, print_json, print_table, text_column
+from registry.cli.output import console, err_console, print_json, print_table, say, text_column
 from registry.errors import UserError
 from registry.measure import load
 from registry.values import command_line, plural
@@ -63,17 +63,19 @@ def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
     return seen
 
 
-def _memory_bandwidth(st, node: str):
-    """The node's memory bandwidth as every other command quotes it (registry.report.curves: triad at
-    the most threads and the largest working set), from the profile just stored; None without triad."""
-    from registry.report.curves import memory_bandwidth
+def _node_figures(st, node: str):
+    """The node's memory bandwidth and FP64 peak as every other command quotes them
+    (registry.report.curves: each kernel at the most threads measured; triad at its largest working
+    set), from the profile just stored; (None, None) where neither kernel was measured."""
+    from registry.report.curves import memory_bandwidth, node_fp64
     from registry.report.load import node_profile
 
     with st.registry(readonly=True).connect() as conn:
         try:
-            return memory_bandwidth(node_profile(conn, node))
-        except UserError:      # no bandwidth kernel measured: nothing to quote
-            return None
+            prof = node_profile(conn, node)
+        except UserError:      # nothing a figure is read from was measured
+            return None, None
+        return memory_bandwidth(prof), node_fp64(prof)
 
 
 def _same_cpu_count(conn, node: str, inventory) -> None:
@@ -211,15 +213,19 @@ def profile(
     summary = {"node": node, "profile_uid": record.uid, "mode": record.mode, "cpu_list": prep.inventory.cpu_list,
                "threads": prep.plan.threads, "configs": len(record.measurements), "unstable": unstable,
                "duration_s": round(record.duration_s, 2), **summarize(record.measurements)}
-    memory = _memory_bandwidth(state(ctx), node)
+    memory, peak = _node_figures(state(ctx), node)
     summary["memory_bandwidth_gbs"] = memory and round(memory.value, 3)
+    summary["fp64_gflops"] = peak and round(peak.value, 3)
     if as_json:
         print_json(summary)
         return
     _print_summary(summary, prep.plan.threads)
     if memory is not None:
-        console.print(f"memory bandwidth: {memory.value:.3g} GB/s ({memory.describe()}): the node's figure in "
-                      "`nodereg nodes`, match and reports")
+        say(f"memory bandwidth: {memory.value:.3g} GB/s ({memory.describe()}): the node's figure in "
+            "`nodereg nodes` (memory_triad_gbs), match and reports")
+    if peak is not None:
+        say(f"FP64 peak: {peak.value:.3g} GFLOP/s ({peak.describe()}): the node's figure in "
+            "`nodereg nodes` (fp64_gflops), match and reports")
     console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
                   f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:

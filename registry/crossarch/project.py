@@ -10,9 +10,11 @@ family never seen: its references are its own alone).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from registry.crossarch.data import CrossData, app_family, single_threaded
 from registry.crossarch.references import ReferenceBank, query
@@ -31,17 +33,26 @@ class Ranked:
     warnings: list[str] = field(default_factory=list)
 
 
-def node_warnings(data: CrossData, node: str, calibration: list[str]) -> list[str]:
-    arch = data.architecture(node)
-    seen_arch = sorted({data.architecture(n) for n in calibration})
-    out = []
-    if arch not in seen_arch:
-        out.append(f"{arch} predicted from {'/'.join(seen_arch)} runs only")
-    family = data.family(node)
-    if family not in {data.family(n) for n in calibration} and \
-            int((data.nodes["cpu_family"].astype(str) == family).sum()) <= 1:
-        out.append(f"CPU family {family!r} never seen: no other node of the suite has it")
-    return out
+class Warner:
+    """The warnings of each node predicted from `calibration` (module docstring), with the node table
+    read once (a pandas lookup per node made `match --from-runs` over 2,700 nodes take seconds)."""
+
+    def __init__(self, data: CrossData, calibration: list[str]):
+        names = data.nodes.index.tolist()
+        self.arch = dict(zip(names, data.nodes["architecture"].astype(str).tolist()))
+        self.family = dict(zip(names, data.nodes["cpu_family"].astype(str).tolist()))
+        self.family_size = Counter(self.family.values())
+        self.seen_arch = sorted({self.arch[n] for n in calibration})
+        self.seen_family = {self.family[n] for n in calibration}
+
+    def __call__(self, node: str) -> list[str]:
+        out = []
+        arch, family = self.arch[node], self.family[node]
+        if arch not in self.seen_arch:
+            out.append(f"{arch} predicted from {'/'.join(self.seen_arch)} runs only")
+        if family not in self.seen_family and self.family_size.get(family, 0) <= 1:
+            out.append(f"CPU family {family!r} never seen: no other node of the suite has it")
+        return out
 
 
 def from_runs(data: CrossData, app: str, times: dict[str, float], model: str = "similar-runs",
@@ -57,16 +68,20 @@ def from_runs(data: CrossData, app: str, times: dict[str, float], model: str = "
     refs = bank.reference_set(app_family(app), calibration)
     single = single_threaded(app) if single is None else single
     targets = [n for n in data.nodes.index if n not in set(calibration)]
-    predictions = create(model, options=options or {}).fit(refs).predict(query(app, times, calibration, single),
-                                                                           targets)
+    # one thread per pool: these products are small, and BLAS threads on a busy machine made them 20x slower
+    with threadpool_limits(1):
+        predictions = create(model, options=options or {}).fit(refs).predict(query(app, times, calibration, single),
+                                                                               targets)
     out = []
+    warner = Warner(data, calibration)
+    prices = dict(zip(data.prices.index.tolist(), data.prices.tolist())) if data.prices is not None else {}
     for p in predictions:
         if not np.isfinite(p.predicted_s):
             continue
-        price = data.prices.get(p.node) if data.prices is not None else None
+        price = prices.get(p.node)
         cost = None if price is None or not np.isfinite(price) else float(price) * p.predicted_s / 3600.0
-        out.append(Ranked(p.node, p.predicted_s, p.low_s, p.high_s, data.architecture(p.node), data.family(p.node),
-                          cost, node_warnings(data, p.node, calibration) + list(p.warnings)))
+        out.append(Ranked(p.node, p.predicted_s, p.low_s, p.high_s, warner.arch[p.node], warner.family[p.node],
+                          cost, warner(p.node) + list(p.warnings)))
     if objective == "cost":
         out = [r for r in out if r.cost is not None]
         if not out:

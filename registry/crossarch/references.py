@@ -44,6 +44,7 @@ class ReferenceBank:
             vcpus = -np.log(data.nodes["n_cpus"].to_numpy(dtype=float))
         self.vcpu_log = np.where(np.isfinite(vcpus), vcpus, np.nan)
         self.app_family = [app_family(a) for a in self.apps]
+        self.node_features = node_features(data)
 
     @functools.lru_cache(maxsize=256)
     def rows_for(self, family: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -78,7 +79,17 @@ class ReferenceBank:
         features = np.column_stack([ratio[:, cal], single[keep], app[keep], micro[keep]]).astype(float)
         columns = [f"cal.{n}" for n in calibration] + ["meta.single", "meta.app", "meta.micro"]
         rows = [n for n, k in zip(names, keep) if k]
-        return ReferenceSet(calibration[0], Matrix(rows, columns, features), Matrix(rows, self.nodes, ratio))
+        return ReferenceSet(calibration[0], Matrix(rows, columns, features), Matrix(rows, self.nodes, ratio),
+                            node_features=self.node_features)
+
+
+def node_features(data: CrossData):
+    """What the learned models know of each node besides the references (registry/models/learned_runs):
+    vCPUs, memory (NaN where unknown) and whether it is an ARM node (aarch64)."""
+    nodes = data.nodes
+    memory = nodes["memory_bytes"] if "memory_bytes" in nodes else np.nan
+    return nodes.assign(memory_bytes=memory, aarch64=(nodes["architecture"].astype(str) == "aarch64").astype(float)
+                        )[["n_cpus", "memory_bytes", "aarch64"]].astype(float)
 
 
 def query(app: str, times: Mapping[str, float], calibration: list[str], single: bool) -> Query:

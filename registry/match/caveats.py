@@ -128,7 +128,7 @@ def apply(result, caveats: list[Caveat], base: str) -> None:
     everywhere = factor.get(base, 1.0)
     for n in result.nodes:
         f = everywhere * (factor.get(n.node, 1.0) if n.node != base else 1.0)
-        n.low_s, n.high_s = n.low_s / f, n.high_s * f
+        n.widen(f"the profiles' caveats x{f:.2g} (see the warnings)", n.low_s / f, n.high_s * f)
     groups: dict[tuple, list[Caveat]] = {}
     for c in caveats:
         groups.setdefault((c.kind, c.detail, c.factor, c.node == base), []).append(c)

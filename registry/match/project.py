@@ -111,6 +111,15 @@ class NodeResult:
     cost_low: float | None = None
     cost_high: float | None = None
     currency: str | None = None
+    steps: list[dict] = field(default_factory=list)   # how the interval was made, in order (`widen`)
+
+    def widen(self, step: str, low: float, high: float) -> None:
+        """Set the interval to (low, high) and record the step that made it: the headline interval is
+        the phases' summed bounds taken through these steps, and `match` says them (#32)."""
+        moved = not math.isclose(low, self.low_s, rel_tol=1e-3) or not math.isclose(high, self.high_s, rel_tol=1e-3)
+        if not self.steps or moved:
+            self.steps.append({"step": step, "low_s": low, "high_s": high})
+        self.low_s, self.high_s = low, high
 
 
 @dataclass
@@ -150,7 +159,7 @@ class MatchResult:
                "predictions": [{"node": n.node, "predicted_s": n.predicted_s, "low_s": n.low_s,
                                 "high_s": n.high_s, "rank": n.rank, "speedup": n.speedup, "threads": n.threads,
                                 "cost": n.cost, "cost_low": n.cost_low, "cost_high": n.cost_high,
-                                "currency": n.currency}
+                                "currency": n.currency, "interval_steps": n.steps}
                                for n in self.nodes],
                "excluded": self.excluded, "calibration": self.calibration}
         out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "serial_share": p.serial_share,
@@ -463,10 +472,14 @@ def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: inte
     for n in nodes:
         spread = 0.0 if n.node == base else intervals.profile_noise(dispersion.get(base, 0.0),
                                                                      dispersion.get(n.node, 0.0))
-        low, high = intervals.combine(n.predicted_s, n.low_s, n.high_s, noise, spread)
+        floor = f"the +-{math.expm1(intervals.MIN_HALF_WIDTH):.0%} floor"
+        added = [f"the base time's noise (+-{math.expm1(noise):.0%})"] if noise else []
+        added += [f"the profiles' dispersion (+-{math.expm1(spread):.0%})"] if spread else []
+        n.widen(f"{' and '.join(added)}, root sum of squares, and {floor}" if added else floor,
+                *intervals.combine(n.predicted_s, n.low_s, n.high_s, noise, spread))
         if calibration is not None:
-            low, high = intervals.scaled(n.predicted_s, low, high, calibration.scale)
-        n.low_s, n.high_s = low, high
+            n.widen(f"calibration: half-widths x{calibration.scale:.2f}",
+                    *intervals.scaled(n.predicted_s, n.low_s, n.high_s, calibration.scale))
 
 
 SCALING_SEEN = 2    # beyond this many times the traced thread count, the app's own scaling is a guess
@@ -500,8 +513,9 @@ def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: f
             else np.ones(len(targets))
         ratios = np.exp(log_ratio) if timed.any() else np.ones((1, len(targets)))
     predicted = pred.sum(axis=0) + rest * rest_ratio
-    lows = low.sum(axis=0) + rest * ratios.min(axis=0)
-    highs = high.sum(axis=0) + rest * ratios.max(axis=0)
+    phase_low, phase_high = low.sum(axis=0), high.sum(axis=0)
+    lows = phase_low + rest * ratios.min(axis=0)
+    highs = phase_high + rest * ratios.max(axis=0)
     threads = np.array([[r.threads.get(n, 0) for n in targets] for r in results]).max(axis=0)
     projected = np.isfinite(pred).all(axis=0)
     out, warnings = [], []
@@ -509,8 +523,12 @@ def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: f
         if not projected[i]:
             warnings.append(f"{node}: some phases could not be projected (no comparable configs measured there)")
             continue
-        out.append(NodeResult(node, float(predicted[i]), float(lows[i]), float(highs[i]),
-                              threads=int(threads[i]) or None, speedup=wall / float(predicted[i])))
+        n = NodeResult(node, float(predicted[i]), float(phase_low[i]), float(phase_high[i]),
+                       threads=int(threads[i]) or None, speedup=wall / float(predicted[i]))
+        n.widen("the phases' bounds, summed", float(phase_low[i]), float(phase_high[i]))
+        n.widen(f"+ the {rest:.3g} s no phase covers, at the phases' lowest and highest ratio",
+                float(lows[i]), float(highs[i]))
+        out.append(n)
     out.sort(key=lambda n: n.predicted_s)
     for i, n in enumerate(out, 1):
         n.rank = i

@@ -71,7 +71,8 @@ def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = No
             continue
         (scaled,) = project_scaling(model, n_ref, NodePrediction(n.node, n.predicted_s, n.low_s, n.high_s),
                                     [n_x], node_cpus=n_x)
-        n.predicted_s, n.low_s, n.high_s, n.threads = scaled.predicted_s, scaled.low_s, scaled.high_s, n_x
+        n.predicted_s, n.threads = scaled.predicted_s, n_x
+        n.widen(f"scaled by the app's {scaling_model} curve to {n_x} threads", scaled.low_s, scaled.high_s)
         n.speedup = result.base_time_s / n.predicted_s
         result.warnings += [f"{n.node}: {w}" for w in scaled.warnings]
     result.nodes.sort(key=lambda n: n.predicted_s)

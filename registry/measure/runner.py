@@ -62,6 +62,9 @@ def check_command(argv: list[str], env: dict | None = None) -> None:
     if not argv:
         raise UserError("no command given: nodereg trace [OPTIONS] -- CMD [ARG...]", exit_code=2)
     cmd = argv[0]
+    if cmd.startswith("-"):   # a mistyped option of ours (`run NODE --threads 2 -- CMD`), not a program
+        raise UserError(f"no such option: {cmd} (the command to run goes after `--`; --help lists the options)",
+                        exit_code=2)
     path = (env or os.environ).get("PATH")
     found = cmd if "/" in cmd else shutil.which(cmd, path=path)
     if not found or not os.path.exists(found):

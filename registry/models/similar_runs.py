@@ -35,6 +35,7 @@ IS_APP = "meta.app"
 OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much
 TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
+MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
 
 
@@ -66,12 +67,15 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
         logw = np.log(prior) - sse / (2 * tolerance ** 2)
     logw -= np.nanmax(np.where(np.isfinite(logw), logw, -np.inf), axis=1, keepdims=True)
     w = np.where(np.isfinite(logw), np.exp(logw), 0.0)
-    measured = np.isfinite(L)
-    Lz = np.where(measured, L, 0.0)
+    measured = np.isfinite(L).astype(float)       # float: a bool operand makes every product below 2x slower
+    Lz = np.where(measured > 0, L, 0.0)
     num = w @ Lz + (w * b) @ measured
     den = w @ measured
+    # a node where the references that carry the weight were not measured is not predicted: the mean
+    # over the few that were (e.g. all-CPU ones, for a one-CPU app) would be another app's scaling
+    share = den / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / den, np.nan)
+        return np.where((den > 0) & (share >= MIN_WEIGHT_SHARE), num / den, np.nan)
 
 
 def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
@@ -132,7 +136,28 @@ class SimilarRunsModel(ProjectionModel):
                        "F": F[keep], "L": ratio.values[keep], "single": np.nan_to_num(meta[SINGLE]) > 0.5,
                        "app": np.nan_to_num(meta[IS_APP]) > 0.5}
         self.fitted["choice"] = {}   # per query thread class: (tolerance, app weight, half widths per node)
+        self.fitted["inner"] = {}    # per query thread class: (reference apps, nodes, their inner-CV log predictions)
         return self
+
+    def inner_targets(self, single: bool) -> np.ndarray:
+        """The references the inner cross-validation predicts for queries of this thread class: its
+        applications (its references, or all of them, where fewer than 5)."""
+        f = self.fitted
+        targets = np.flatnonzero(f["app"] & (f["single"] == single))
+        if len(targets) < 5:
+            targets = np.flatnonzero(f["single"] == single) if (f["single"] == single).sum() >= 5 else \
+                np.arange(len(f["refs"]))
+        return targets
+
+    def scored_nodes(self) -> np.ndarray:
+        """Indices of the nodes the inner cross-validation scores: up to INNER_NODES evenly spread ones
+        outside the calibration nodes."""
+        f = self.fitted
+        cal_nodes = {c[len(CAL):] for c in f["columns"]}
+        others = np.array([i for i, n in enumerate(f["nodes"]) if n not in cal_nodes], dtype=int)
+        if len(others) > INNER_NODES:
+            others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
+        return others
 
     def _prior(self, single: bool, app_weight: float) -> np.ndarray:
         f = self.fitted
@@ -145,15 +170,9 @@ class SimilarRunsModel(ProjectionModel):
         key = bool(single)
         if key in f["choice"]:
             return f["choice"][key]
-        targets = np.flatnonzero(f["app"] & (f["single"] == single))
-        if len(targets) < 5:
-            targets = np.flatnonzero(f["single"] == single) if (f["single"] == single).sum() >= 5 else \
-                np.arange(len(f["refs"]))
+        targets = self.inner_targets(single)
         fam = family_codes(f["refs"])
-        cal_nodes = {c[len(CAL):] for c in f["columns"]}
-        others = np.array([i for i, n in enumerate(f["nodes"]) if n not in cal_nodes])
-        if len(others) > INNER_NODES:
-            others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
+        others = self.scored_nodes()
         L = f["L"][:, others]
         grid = [(t, a) for t in ((self.tolerance,) if self.tolerance else TOLERANCES) for a in APP_WEIGHTS]
         best = None
@@ -164,8 +183,9 @@ class SimilarRunsModel(ProjectionModel):
             err = np.abs(pred - L[targets])
             score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
             if best is None or score < best[0]:
-                best = (score, tol, weight, err)
-        _, tol, weight, err = best
+                best = (score, tol, weight, err, pred)
+        _, tol, weight, err, pred = best
+        f["inner"][key] = (targets, others, pred)
         glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
         half = np.full(len(f["nodes"]), glob)
         per = column_quantile(err, self.coverage, at_least=10)
@@ -211,5 +231,5 @@ class SimilarRunsModel(ProjectionModel):
                             "L": np.array([[np.nan if v is None else v for v in row] for row in params["L"]],
                                           dtype=float),
                             "single": np.array(params["single"], dtype=bool),
-                            "app": np.array(params["app"], dtype=bool), "choice": {}}
+                            "app": np.array(params["app"], dtype=bool), "choice": {}, "inner": {}}
         return model

@@ -217,6 +217,9 @@ def facts(prof: NodeProfile) -> list[tuple[str, str]]:
     memory = curves.memory_bandwidth(prof)
     if memory is not None:   # the figure `nodereg nodes` and the roofline quote
         out.append(("memory bandwidth", f"{memory.value:.3g} GB/s ({memory.describe()})"))
+    fp64 = curves.node_fp64(prof)
+    if fp64 is not None:     # ... and the FP64 peak, by the same rule
+        out.append(("FP64 peak", f"{fp64.value:.3g} GFLOP/s ({fp64.describe()})"))
     out.append(("configs measured", f"{len(rows)} ({int(rows['unstable'].sum())} unstable, "
                                      f"kernels: {', '.join(curves.kernel_order(rows['ub'].unique()))})"))
     return out
@@ -292,7 +295,9 @@ def node_report(conn: sa.Connection, name: str) -> Report:
     peaks = curves.fp_peaks(prof)
     if peaks:
         sections.append(Table("Compute peaks", ["kernel", "GFLOP/s", "at threads"],
-                              [[p.kernel, round(p.value, 2), p.threads] for p in peaks]))
+                              [[p.kernel, round(p.value, 2), p.threads] for p in peaks],
+                              "Each kernel at the most threads measured, the better placement: peak_fma's is the "
+                              "node's FP64 peak (fp64_gflops in `nodereg nodes`)."))
     hosts = host_table(conn, name)
     if hosts:
         sections.append(hosts)

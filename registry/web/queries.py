@@ -38,7 +38,7 @@ FROM (SELECT node_id, price_per_hour, currency,
 WHERE p.k = 1"""
 
 # Headline figures per type, as v_nodes defines them (memory bandwidth: triad at the most threads and
-# its largest working set; FP64: the best peak_fma; each config the median over the type's hosts, each
+# its largest working set; FP64: peak_fma at the most threads (migration 0021); each config the median over the type's hosts, each
 # host's latest profile, as v_profile), computed for all types at once from the few configs involved.
 _SUMMARY_SQL = f"""
 WITH cfg AS (SELECT c.config_id, m.name AS ub, c.threads, c.ws_bytes FROM ub_configs c
@@ -56,7 +56,10 @@ tw AS (SELECT t.node_id, max(t.ws_bytes) AS mw FROM t JOIN tm ON tm.node_id = t.
 triad AS (SELECT t.node_id, max(t.bandwidth_gbs) AS memory_gbs FROM t
           JOIN tm ON tm.node_id = t.node_id AND t.threads = tm.mt
           JOIN tw ON tw.node_id = t.node_id AND t.ws_bytes = tw.mw GROUP BY t.node_id),
-fma AS (SELECT node_id, max(gflops) AS fp64_gflops FROM per WHERE ub = 'peak_fma' GROUP BY node_id),
+f AS (SELECT node_id, threads, gflops FROM per WHERE ub = 'peak_fma' AND gflops IS NOT NULL),
+fm AS (SELECT node_id, max(threads) AS mt FROM f GROUP BY node_id),
+fma AS (SELECT f.node_id, max(f.gflops) AS fp64_gflops FROM f JOIN fm ON fm.node_id = f.node_id AND f.threads = fm.mt
+        GROUP BY f.node_id),
 prof AS (SELECT node_id, count(*) AS profiles, count(DISTINCT coalesce(host, '')) AS hosts,
                 max(started_at) AS last_profiled FROM profiles GROUP BY node_id),
 price AS ({CURRENT_PRICES_SQL}),

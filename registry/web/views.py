@@ -489,7 +489,7 @@ def accuracy(source) -> View:
 
 # ---- SQL --------------------------------------------------------------------------------------
 CANNED = {
-    "node types": "SELECT name, cpu_model, n_cpus, memory_bytes, memory_triad_gbs, best_fp64_gflops, hosts FROM v_nodes ORDER BY name",
+    "node types": "SELECT name, cpu_model, n_cpus, memory_bytes, memory_triad_gbs, fp64_gflops, hosts FROM v_nodes ORDER BY name",
     "triad bandwidth curve": "SELECT node, ws_bytes, bandwidth_gbs FROM v_profile WHERE ub = 'triad' AND threads = 1 ORDER BY node, ws_bytes",
     "current prices": "SELECT node, price_per_hour, currency, source, valid_from FROM v_node_prices WHERE current ORDER BY price_per_hour",
     "measured runs": "SELECT app, node, threads, runs, median_s FROM v_runs ORDER BY app, median_s",
