@@ -254,7 +254,7 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     # the count it would run at where interpolated or extrapolated to, else the measured one
     said = dict(zip([nodes[i] for i in np.concatenate([between, beyond]).tolist()],
                     want[np.concatenate([between, beyond])].astype(int).tolist()))
-    threads = {n: said.get(n, t) for n, t in lo_of.items()}
+    threads = {**lo_of, **said}     # (every node asked for is one of the registry's: lo_of has it)
     return part, threads, base_threads, model, warnings
 
 
