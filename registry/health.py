@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
-from registry.nodes import require_node_id
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 THRESHOLD = 3.5        # scaled MADs (Iglewicz and Hoaglin's cut-off for the modified z-score)
 MIN_DEVIATION = 0.10   # ... and at least 10% off the type's median
@@ -124,6 +124,10 @@ def _judge(host: HostHealth, name: str, value: float, spread: Spread, threshold:
 def type_health(conn: sa.Connection, node: str, threshold: float = THRESHOLD,
                 min_deviation: float = MIN_DEVIATION) -> TypeHealth:
     """Every host of node type `node` against its peers (one-line error for an unknown type)."""
+    import sqlalchemy as sa
+
+    from registry.nodes import require_node_id
+
     node_id = require_node_id(conn, node)
     rows = [dict(r._mapping) for r in conn.execute(sa.text(_RUNS), {"node": node_id})]
     hosts: dict = {}
@@ -145,6 +149,8 @@ def type_health(conn: sa.Connection, node: str, threshold: float = THRESHOLD,
 def fleet_health(conn: sa.Connection, node: str | None = None, threshold: float = THRESHOLD,
                  min_deviation: float = MIN_DEVIATION) -> list[TypeHealth]:
     """`node`'s health, or that of every type with a profile."""
+    import sqlalchemy as sa
+
     names = [node] if node else list(conn.execute(sa.text(
         "SELECT DISTINCT n.name FROM nodes n JOIN profiles p ON p.node_id = n.node_id ORDER BY n.name")).scalars())
     return [type_health(conn, name, threshold, min_deviation) for name in names]

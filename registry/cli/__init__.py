@@ -20,7 +20,6 @@ from registry.cli import (  # noqa: F401
 from registry.cli.app import app
 from registry.cli.argv import hoist_global_options, plain_flags
 from registry.cli.output import err_console
-from registry.db import db_error, is_driver_error
 from registry.errors import UserError
 
 try:  # typer >= 0.26 carries its own copy of click
@@ -92,6 +91,8 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("NODEREG_DEBUG"):
             raise
+        from registry.db import db_error, is_driver_error   # SQLAlchemy: loaded by the commands that use it
+
         if is_driver_error(exc):
             _fail(str(db_error(exc)), 1)
         _fail(f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "

@@ -1,6 +1,5 @@
 """`nodereg accuracy [APP]`: stored predictions against the runs measured since (registry/accuracy.py)."""
 
-import sqlalchemy as sa
 import typer
 
 from registry.cli.app import app, current_reader, state
@@ -24,6 +23,8 @@ def accuracy(
     per app and node the error, per app the ranking of the target nodes (Spearman over 4 or more,
     top-1, regret), per model the summary. Uses the latest prediction set per trace and model and
     the runs of the same input measured after it (--all-runs: also those before)."""
+    import sqlalchemy as sa
+
     from registry import accuracy as acc
 
     with current_reader(state(ctx), "accuracy").connect() as conn:

@@ -8,11 +8,7 @@ import typer
 from registry import inventory as inventory_mod
 from registry.cli.app import app, confirm, state
 from registry.cli.output import console, print_csv, print_json, print_table
-from registry.db import db_error, open_registry, resolve_url
 from registry.db import reader as reader_mod
-from registry.db.migrate import latest_version, migrate, plan
-from registry.db.query import Bounds, run_readonly
-from registry.db.url import duckdb_path
 from registry.errors import UserError
 
 
@@ -26,6 +22,8 @@ def init(
     no_backup: bool = typer.Option(False, "--no-backup", help="Do not save the data a migration deletes (needs --yes)."),
 ) -> None:
     """Create the registry, or migrate it to this version's schema (as `nodereg migrate`)."""
+    from registry.db import resolve_url
+
     if reader is not None and resolve_url(state(ctx).db_url).get_backend_name() != "postgresql":
         raise UserError("--reader is for PostgreSQL registries: on DuckDB `nodereg sql` is read-only by its connection")
     reg = _migrate_registry(ctx, backup=None, no_backup=no_backup, yes=yes)
@@ -58,6 +56,10 @@ def migrate_cmd(
 
 def _print_plan(ctx: typer.Context, target: int | None) -> None:
     """What `migrate` would do; opens the registry read-only (a missing DuckDB file stays missing)."""
+    from registry.db import open_registry, resolve_url
+    from registry.db.migrate import latest_version, plan
+    from registry.db.url import duckdb_path
+
     url = resolve_url(state(ctx).db_url)
     path = duckdb_path(url)
     if path is not None and not path.exists():
@@ -83,7 +85,10 @@ def _print_plan(ctx: typer.Context, target: int | None) -> None:
 def _migrate_registry(ctx: typer.Context, *, backup: Path | None, no_backup: bool, yes: bool,
                       target: int | None = None):
     """Open the registry as it is, apply what is pending (saving it first where a step deletes data)."""
+    from registry.db import db_error, open_registry, resolve_url
+    from registry.db.migrate import latest_version, migrate
     from registry.db.upgrade import default_backup, save_bundle
+    from registry.db.url import duckdb_path
 
     url = resolve_url(state(ctx).db_url)
     if no_backup:
@@ -173,6 +178,8 @@ def sql(
                                  help="Refuse a result of more rows than this (0: no limit)."),
 ) -> None:
     """Run a read-only SQL query against the registry (views: see schema/README.md)."""
+    from registry.db.query import Bounds, run_readonly
+
     columns, rows = run_readonly(state(ctx).registry(readonly=True), query, Bounds(timeout, max_rows))
     if fmt is Format.csv:
         print_csv(rows, columns)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import typer
 
-from registry.db import Registry, open_registry
+from registry import db
 from registry.cli.output import err_console
 from registry.errors import RegistryLocked, UserError
 
@@ -32,7 +32,7 @@ class State:
     wait_s: float = DEFAULT_WAIT_S
     _open: dict = field(default_factory=dict)
 
-    def registry(self, *, readonly: bool = False, current_for: str | None = None) -> Registry:
+    def registry(self, *, readonly: bool = False, current_for: str | None = None) -> "db.Registry":
         """The registry for this invocation, opened once per mode. A read-only open creates nothing
         and changes no PostgreSQL schema; a writable one needs this nodereg's schema on PostgreSQL
         (`nodereg migrate`); a DuckDB file is migrated when opened (registry/db/upgrade.py). An
@@ -50,18 +50,18 @@ class State:
             upgrade.require_current(self._open[readonly], current_for)
         return self._open[readonly]
 
-    def _open_waiting(self, readonly: bool) -> Registry:
+    def _open_waiting(self, readonly: bool) -> "db.Registry":
         """Open the registry; when another process holds it, say so and wait up to --wait seconds."""
         try:
-            return open_registry(self.db_url, readonly=readonly, site=True, announce=_announce)
+            return db.open_registry(self.db_url, readonly=readonly, site=True, announce=_announce)
         except RegistryLocked as exc:
             if self.wait_s <= 0:
                 raise
             held = str(exc).split(";")[0]
             err_console.print(f"{held}: waiting up to {self.wait_s:g} s for it (--wait SECONDS)")
-            return open_registry(self.db_url, readonly=readonly, wait_s=self.wait_s, site=True, announce=_announce)
+            return db.open_registry(self.db_url, readonly=readonly, wait_s=self.wait_s, site=True, announce=_announce)
 
-    def adopt(self, reg: Registry) -> None:
+    def adopt(self, reg: "db.Registry") -> None:
         """Use `reg`, opened by the command itself (`migrate`), as this invocation's writable registry."""
         self.close()
         self._open[False] = reg
@@ -115,7 +115,7 @@ def state(ctx: typer.Context) -> State:
     return ctx.ensure_object(State)
 
 
-def current_reader(st: State, command: str) -> Registry:
+def current_reader(st: State, command: str) -> "db.Registry":
     """The registry, read-only, at this nodereg's schema: commands such as `match` read (and store)
     columns an older schema lacks. A DuckDB file is migrated as it opens; an older PostgreSQL
     schema is left alone, with a line saying how its admin migrates it."""

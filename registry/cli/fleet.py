@@ -11,7 +11,6 @@ from rich.text import Text
 
 from registry.cli.app import app, state
 from registry.cli.output import console, err_console, print_json, print_table
-from registry.db import mask, resolve_url
 from registry.errors import UserError
 from registry.health import MIN_DEVIATION, THRESHOLD
 from registry.values import command_line
@@ -44,6 +43,8 @@ def _check_profile_args(node: str, args: list[str]) -> None:
 
 def _shared_registry(ctx: typer.Context, dry_run: bool) -> str:
     """The URL the tasks store into: a PostgreSQL registry that holds no password (the script would)."""
+    from registry.db import mask, resolve_url
+
     url = resolve_url(state(ctx).db_url)
     if url.get_backend_name() != "postgresql":
         raise UserError(f"the hosts of a fleet store into one shared PostgreSQL registry (--db postgresql://...), "

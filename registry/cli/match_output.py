@@ -11,7 +11,6 @@ uncertainty, so they share a rank (`2=`) and the tie is said.
 import re
 from collections.abc import Iterable
 
-from registry.match.references import config_in_words
 from registry.values import plural
 
 _PHASE = re.compile(r"^phase (?P<phase>.+?): (?P<rest>.+)$")
@@ -22,6 +21,8 @@ MAX_NAMES = 4
 
 def keys_in_words(text: str) -> str:
     """`text` with every config key in it replaced by its words."""
+    from registry.match.references import config_in_words
+
     out, i = [], 0
     while (m := _KEY_START.search(text, i)) is not None:
         end = _closing_brace(text, text.index("{", m.start()))

@@ -10,15 +10,17 @@ import difflib
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 import typer
 
 from registry.cli.app import app, import_app, model_options_flag, state
 from registry.cli.output import console, err_console, print_json, print_table, say
-from registry.db.names import check_name
 from registry.errors import UserError
 from registry.values import command_line, plural
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 SCALING_MODELS = ("downey", "loglog", "amdahl", "usl", "ensemble")
 DEFAULT_SCALING_MODEL = "downey"   # lowest median error on the real series (docs/models.md)
@@ -77,6 +79,7 @@ def runs_add(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="AP
              new: bool = typer.Option(False, "--new", help="Create APP or NODE if not registered yet (without it: "
                                                            "asked at a terminal, refused otherwise).")) -> None:
     """Record one measured run of APP on NODE."""
+    from registry.db.names import check_name
     from registry.runs import add_run
 
     check_name(app_name, "app")
@@ -102,6 +105,8 @@ def runs_add(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="AP
 
 def _unknown_names(conn, app_name: str, node: str) -> list[tuple[str, str, str]]:
     """(noun, name, ' (did you mean ...?)') for APP and NODE where the registry has no such name."""
+    import sqlalchemy as sa
+
     from registry.apps import find_app_id
     from registry.nodes import find_node_id
 
@@ -166,8 +171,10 @@ def parse_size(text: str) -> float:
     return float(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " ")
 
 
-def node_caches(conn: sa.Connection, node: str) -> list:
+def node_caches(conn: "sa.Connection", node: str) -> list:
     """The node's data caches as CacheLevel (for the working-set warning)."""
+    import sqlalchemy as sa
+
     from registry.models.base import CacheLevel
 
     rows = conn.execute(sa.text(

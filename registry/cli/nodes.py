@@ -2,16 +2,17 @@
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 import typer
 
 from registry.cli.app import app, import_app, remove_confirmed, state
 from registry.cli.output import console, print_json, print_table, say
-from registry.db.upgrade import require_current
 from registry.errors import UserError
 from registry.nodefilter import NodeFilter
-from registry.nodes import predictions_from, remove_node, require_node_id
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 nodes_app = typer.Typer(help="List, show and remove nodes.", invoke_without_command=True)
 app.add_typer(nodes_app, name="nodes")
@@ -51,6 +52,10 @@ def list_nodes(
 ) -> None:
     """List the registered nodes (types; `hosts`: how many hosts profiled each, whose median the
     figures are), those matching every filter given; with `show` or `rm`: act on one."""
+    import sqlalchemy as sa
+
+    from registry.db.upgrade import require_current
+
     if ctx.invoked_subcommand is not None:
         return
     chosen = NodeFilter(vendor or [], arch or [], family or [], cpu_vendor or [], min_vcpus, max_vcpus)
@@ -85,7 +90,11 @@ def fp64_column(reg) -> str:
     return "fp64_gflops" if reg.version >= _FP64_SCHEMA else "best_fp64_gflops"
 
 
-def node_details(conn: sa.Connection, name: str, fp64: str = "fp64_gflops") -> dict:
+def node_details(conn: "sa.Connection", name: str, fp64: str = "fp64_gflops") -> dict:
+    import sqlalchemy as sa
+
+    from registry.nodes import require_node_id
+
     node_id = require_node_id(conn, name)
     node = dict(conn.execute(sa.text("SELECT * FROM nodes WHERE node_id = :id"), {"id": node_id}).one()._mapping)
     inv = node.pop("inventory_json")
@@ -130,6 +139,8 @@ def rm(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
        yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
     """Remove a node and everything measured on it (profiles, traces, runs, predictions for it). Predictions
     made from it for other nodes stay: they are those nodes' accuracy history."""
+    from registry.nodes import predictions_from, remove_node, require_node_id
+
     with state(ctx).registry(readonly=True).connect() as conn:
         kept = predictions_from(conn, require_node_id(conn, name))
     keeps = f" ({kept} predictions made from it for other nodes stay, for their accuracy history)" if kept else ""

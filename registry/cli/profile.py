@@ -3,7 +3,6 @@ its microbenchmark profile."""
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 import typer
 from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
@@ -13,7 +12,6 @@ from registry.cli.app import app, state
 from registry.cli.interrupts import interrupts_reported
 from registry.cli.output import console, err_console, print_json, print_table, say, text_column
 from registry.errors import UserError
-from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
 from registry.measure import load
 from registry.values import command_line, plural
 
@@ -83,6 +81,8 @@ def _node_figures(st, node: str):
 def _same_cpu_count(conn, node: str, inventory) -> None:
     """A node name stands for one CPU set: profiling `cn[01-04]` again with other --cpus silently made
     one node of two configurations (both profiles under it). Refused unless --redefine."""
+    import sqlalchemy as sa
+
     row = conn.execute(sa.text("SELECT n.n_cpus, n.cpu_list FROM nodes n WHERE n.name = :n AND EXISTS "
                                "(SELECT 1 FROM profiles p WHERE p.node_id = n.node_id)"), {"n": node}).first()
     if row is not None and row.n_cpus is not None and row.n_cpus != inventory.cpu_count:
@@ -154,6 +154,8 @@ def profile(
     """Measure this node's microbenchmark profile and store it with the node's inventory.
 
     Ctrl-C or SIGTERM stop it with nothing stored (exit 130 or 143)."""
+    from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
+
     if suite not in (None, "nodereg"):
         if full or cpus or threads or reps or cachegrind or host:
             raise UserError("--suite takes only --quick, --kernels (tasks), --wait-idle, --strict and --json")

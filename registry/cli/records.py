@@ -1,14 +1,11 @@
 """`nodereg traces`, `nodereg apps` and `nodereg runs rm`: list and remove single facts, so that a
 wrong trace or run can be taken back without SQL. Each removal is one transaction."""
 
-import sqlalchemy as sa
 import typer
 
-from registry.apps import require_app_id
 from registry.cli.app import app, confirm, remove_confirmed, state
 from registry.cli.models import runs_app
 from registry.cli.output import console, print_json, print_table
-from registry.removal import remove_app, remove_runs, remove_traces, trace_ids
 
 traces_app = typer.Typer(help="List and remove traces.", invoke_without_command=True)
 app.add_typer(traces_app, name="traces")
@@ -29,6 +26,8 @@ FROM apps a ORDER BY a.name"""
 
 
 def _list(ctx: typer.Context, sql: str, as_json: bool, empty: str) -> None:
+    import sqlalchemy as sa
+
     with state(ctx).registry(readonly=True).connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(sa.text(sql))]
     if as_json:
@@ -54,6 +53,8 @@ def traces_rm(ctx: typer.Context, uids: list[str] = typer.Argument(..., metavar=
                                                                    help="Trace uids (or unique prefixes)."),
               yes: bool = _YES) -> None:
     """Remove traces with their phases, samples, signatures and predictions."""
+    from registry.removal import remove_traces, trace_ids
+
     counts = remove_confirmed(ctx, yes, lambda conn: trace_ids(conn, uids), remove_traces,
                               f"Remove {len(uids)} trace(s)?", f"refusing to remove {len(uids)} trace(s)")
     console.print(f"removed {counts['traces']} trace(s)" + _said(counts, "traces"))
@@ -69,6 +70,9 @@ def list_apps(ctx: typer.Context, as_json: bool = _JSON) -> None:
 @apps_app.command("rm")
 def apps_rm(ctx: typer.Context, name: str = typer.Argument(..., help="Application name."), yes: bool = _YES) -> None:
     """Remove an application with its traces, runs and predictions."""
+    from registry.apps import require_app_id
+    from registry.removal import remove_app
+
     counts = remove_confirmed(ctx, yes, lambda conn: require_app_id(conn, name), remove_app,
                               f"Remove application {name!r} with its traces and runs?", f"refusing to remove app {name!r}")
     console.print(f"removed app {name}" + _said(counts, "apps"))
@@ -79,6 +83,8 @@ def runs_rm(ctx: typer.Context, uids: list[str] = typer.Argument(..., metavar="U
                                                                  help="Run uids (`nodereg runs list` shows them)."),
             yes: bool = _YES) -> None:
     """Remove measured runs (all named, or none)."""
+    from registry.removal import remove_runs
+
     confirm(yes, f"Remove {len(uids)} run(s)?", f"refusing to remove {len(uids)} run(s)")
     with state(ctx).registry().begin() as conn:
         removed = remove_runs(conn, uids)

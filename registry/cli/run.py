@@ -21,10 +21,8 @@ import typer
 from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.output import err_console, print_json, print_table
-from registry.db.names import check_name
 from registry.errors import UserError
 from registry.measure.onnode import node_cpus, thread_count
-from registry.nodes import node_location
 
 TIMEOUT_EXIT = 124
 STDERR_FD = 2  # the process's stderr (sys.stderr may be a stand-in without a descriptor)
@@ -48,8 +46,10 @@ def run(
 
     Exits with CMD's own exit status (124 when --timeout killed it); a failed repetition stores nothing.
     """
+    from registry.db.names import check_name
     from registry.measure.runner import Interrupted, check_command
     from registry.measure.timed import time_command
+    from registry.nodes import node_location
     from registry.runs import add_timed_runs
 
     argv = list(command or [])

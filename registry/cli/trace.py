@@ -4,29 +4,33 @@ import os
 import shlex
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 import typer
 from rich.text import Text
 
 from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.output import err_console, print_json, print_table
-from registry.db.names import check_name
 from registry.errors import UserError
 from registry.inventory import Inventory, collect
 from registry.measure.onnode import node_cpus
-from registry.nodes import ensure_node, node_inventory, node_location
 from registry.values import command_line, plural
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
                  ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"), ("mpi", "comm_share"))
 
 
-def _node_row(conn: sa.Connection, name: str | None) -> dict | None:
+def _node_row(conn: "sa.Connection", name: str | None) -> dict | None:
     """The node to trace on: `name`; else the one node profiled on this host, or of several the one that
     is the whole host (no CPU restriction). None when no node has been profiled here."""
+    from registry.nodes import node_location
+    import sqlalchemy as sa
+
     if name is None:
         host = socket.gethostname()
         found = conn.execute(sa.text(
@@ -43,9 +47,11 @@ def _node_row(conn: sa.Connection, name: str | None) -> dict | None:
     return node_location(conn, name)
 
 
-def _host_node(conn: sa.Connection) -> tuple[dict, Inventory]:
+def _host_node(conn: "sa.Connection") -> tuple[dict, Inventory]:
     """A host with no profiled node: the trace is recorded against its inventory, as a node named after
     it (created with the trace; `nodereg profile HOST` later makes it a base node)."""
+    import sqlalchemy as sa
+
     host = socket.gethostname()
     inventory = collect(sorted(os.sched_getaffinity(0)))  # restricted when this process is (taskset, Slurm)
     known = conn.execute(sa.text("SELECT host FROM nodes WHERE name = :n"), {"n": host}).first()
@@ -93,10 +99,13 @@ def trace(
 
     Exits with CMD's own exit status (124 when --timeout killed it).
     """
+    from registry.db.names import check_name
+    from registry.nodes import ensure_node, node_inventory
+
     # imported here: phase detection (numpy, ruptures) is not needed by other commands' start-up
-    from registry.trace import store
-    from registry.measure.runner import Interrupted, check_command
     from registry.io.tracefile import write_trace
+    from registry.measure.runner import Interrupted, check_command
+    from registry.trace import store
     from registry.trace.tracer import trace_command
     from registry.workload import identity
 

@@ -12,11 +12,15 @@ The function's owner *is* the reader: `nodereg sql` finds it through the registr
 analyst gets the same role with nothing to configure, and no setting can point it elsewhere.
 """
 
-import re
+from __future__ import annotations
 
-import sqlalchemy as sa
+import re
+from typing import TYPE_CHECKING
 
 from registry.errors import UserError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 DEFAULT_ROLE = "nodereg_reader"
 FUNCTION = "nodereg_sql"
@@ -40,6 +44,8 @@ def setup(conn: sa.Connection, role: str) -> int:
     Idempotent. Needs a superuser: the role must own the function, which PostgreSQL lets only a
     superuser arrange without giving the role CREATE on the schema.
     """
+    import sqlalchemy as sa
+
     if not _NAME.fullmatch(role):
         raise UserError(f"invalid role name {role!r}: use lower-case letters, digits and _ (e.g. {DEFAULT_ROLE})")
     if not conn.execute(sa.text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one():

@@ -11,6 +11,7 @@ time is not set by the processor.
 """
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,7 @@ from registry.match.calibration import load_calibration, load_dispersion
 from registry.models import intervals
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
+from registry.models.predictions import NodePredictions, predict_many
 from registry.trace import phases as trace_phases
 from registry.trace.lookup import FoundTrace
 from registry.workload import same_input
@@ -89,7 +91,7 @@ class PhaseResult:
     time_s: float
     mode: str                     # all | fixed | idle
     threads: dict[str, int]       # node -> threads the phase is projected at
-    predictions: dict[str, NodePrediction]
+    predictions: Mapping[str, NodePrediction]   # NodePredictions (arrays) from projection, a dict from streams
     matches: list[dict] = field(default_factory=list)   # nearest references with their similarity
     warnings: list[str] = field(default_factory=list)
     serial_share: float = 0.0     # share of its time projected with 1-thread configs (references.thread_parts)
@@ -223,40 +225,53 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
                   mode: str, k: int):
     """One part of a phase on every node, at the thread count it would use there: a count between two
     measured ones is interpolated between their projections (geometrically, in log threads), one
-    beyond the largest measured is projected there, with a wider interval and a warning.
+    beyond the largest measured is projected there, with a wider interval and a warning. Arrays
+    over `nodes` (registry.models.predictions): a site registry has 10,000 of them.
     Returns (predictions, threads per node, base threads of the references, the model, warnings)."""
-    lo, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
-    part = {p.node: p for p in model.predict(query, nodes)}
-    want = dict(zip(profiles.node_names.tolist(), refs_mod.wanted_threads(profiles, mode, k).tolist()))
-    hi = dict(zip(profiles.node_names.tolist(), refs_mod.threads_on(profiles, mode, k, "above").tolist()))
-    between = [n for n in nodes if 0 < lo[n] < want[n] < hi[n]]
-    if between:
+    lo_of, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
+    part = predict_many(model, query, nodes)
+    at = np.array([profiles.code[n] for n in nodes], dtype=np.int64)
+    lo = refs_mod.threads_on(profiles, mode, k, "below")[at]
+    want = refs_mod.wanted_threads(profiles, mode, k)[at]
+    hi = refs_mod.threads_on(profiles, mode, k, "above")[at]
+    between = np.flatnonzero((0 < lo) & (lo < want) & (want < hi))
+    if len(between):
         upper_model = _fitted(profiles, model_name, options, mode, k, cache, "above")[2]
-        upper = {p.node: p for p in upper_model.predict(query, between)}
-        for n in between:
-            w = math.log(want[n] / lo[n]) / math.log(hi[n] / lo[n])
-            part[n] = _blend(part[n], upper[n], w)
-    beyond = [n for n in nodes if 0 < hi[n] < want[n]]
-    for n in beyond:
-        p = part[n]
-        part[n] = NodePrediction(n, p.predicted_s, p.low_s * hi[n] / want[n], p.high_s, p.explanation, p.warnings)
+        upper = predict_many(upper_model, query, [nodes[i] for i in between.tolist()])
+        part = _blend(part, upper, between, want, lo, hi)
+    beyond = np.flatnonzero((0 < hi) & (hi < want))
+    if len(beyond):   # the lower bound widened by the ratio of the counts
+        low = part.low.copy()
+        low[beyond] = low[beyond] * hi[beyond] / want[beyond]
+        part = NodePredictions(part.nodes, part.predicted, low, part.high, part.explanation, part.warnings,
+                               part.flags)
     warnings = []
-    if beyond:
-        shown = ", ".join(f"{n} ({int(want[n])} threads, measured up to {hi[n]})" for n in beyond[:3])
+    if len(beyond):
+        shown = ", ".join(f"{nodes[i]} ({int(want[i])} threads, measured up to {hi[i]})" for i in beyond[:3].tolist())
         more = f" and {len(beyond) - 3} more" if len(beyond) > 3 else ""
         warnings.append(f"phase {query.name}: more threads than the profiles measured on {shown}{more}: projected "
                         "at the largest count measured, an extrapolation (interval widened by the ratio)")
-    said = set(between) | set(beyond)      # the count it would run at, interpolated or extrapolated to
-    threads = {n: int(want[n]) if n in said else lo[n] for n in lo}
+    # the count it would run at where interpolated or extrapolated to, else the measured one
+    said = dict(zip([nodes[i] for i in np.concatenate([between, beyond]).tolist()],
+                    want[np.concatenate([between, beyond])].astype(int).tolist()))
+    threads = {**lo_of, **said}     # (every node asked for is one of the registry's: lo_of has it)
     return part, threads, base_threads, model, warnings
 
 
-def _blend(a: NodePrediction, b: NodePrediction, w: float) -> NodePrediction:
-    """Predictions at two measured thread counts, interpolated at weight w of the way to `b` (geometric)."""
-    def mix(x: float, y: float) -> float:
+def _blend(a: NodePredictions, b: NodePredictions, between: np.ndarray, want: np.ndarray, lo: np.ndarray,
+           hi: np.ndarray) -> NodePredictions:
+    """Predictions at two measured thread counts (`a` below on every node, `b` above on the nodes
+    `between`), interpolated geometrically in log threads at the wanted count; explanations and
+    warnings are `a`'s. Node by node with `math`, as few nodes lie between two measured counts and
+    the figures stay the same to the last bit as computed one prediction at a time."""
+    def mix(x: float, y: float, w: float) -> float:
         return x ** (1 - w) * y ** w if x > 0 and y > 0 else x
-    return NodePrediction(a.node, mix(a.predicted_s, b.predicted_s), mix(a.low_s, b.low_s), mix(a.high_s, b.high_s),
-                          a.explanation, a.warnings)
+    out = [a.predicted.copy(), a.low.copy(), a.high.copy()]
+    for j, i in enumerate(between.tolist()):
+        w = math.log(want[i] / lo[i]) / math.log(hi[i] / lo[i])
+        for col, ours, theirs in zip(out, (a.predicted, a.low, a.high), (b.predicted, b.low, b.high)):
+            col[i] = mix(float(ours[i]), float(theirs[j]), w)
+    return NodePredictions(a.nodes, *out, a.explanation, a.warnings, a.flags)
 
 
 def _project_phase(phase, time_s: float, trace, profiles, model_name: str, options: dict, nodes: list[str],
@@ -265,12 +280,11 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
     each projected among the configs at their thread counts, and added up."""
     util = cpu_util(phase.signature)
     if util is not None and util < IDLE_CPU_UTIL:
-        same = {n: NodePrediction(n, time_s, time_s, time_s) for n in nodes}
-        return PhaseResult(phase.name, time_s, "idle", {}, same)
+        return PhaseResult(phase.name, time_s, "idle", {}, NodePredictions.constant(nodes, time_s))
     parts = refs_mod.thread_parts(parallel_use(phase.signature), fixed_threads or trace.threads,
                                   profiles.n_cpus[profiles.base])
     features = _features(phase.signature)
-    preds: dict[str, NodePrediction] = {}
+    preds: NodePredictions | None = None
     matches, warnings, threads = [], [], {}
     for mode, k, share in parts:
         query = Query(phase.name, features, time_s * share)
@@ -279,7 +293,7 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
         threads = threads or part_threads          # the first part's: the parallel one where there is one
         warnings = warnings or _tie_warnings(phase.name, part)    # one per phase: the first part's
         warnings += [w for w in limits if w not in warnings]
-        preds = {n: _plus(preds.get(n), p) for n, p in part.items()}
+        preds = _plus(preds, part)
         if hasattr(model, "nearest"):
             matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
                          "share": round(share, 4)} for key, d in model.nearest(query, 5)]
@@ -316,25 +330,29 @@ def _project_streamed(phase, time_s: float, inputs: "Inputs", model: str, option
     return fallback
 
 
-def _plus(a: NodePrediction | None, b: NodePrediction) -> NodePrediction:
-    """Two parts of a phase on one node, added up (their intervals too: the parts' errors are not
-    independent, both coming from one signature)."""
+def _plus(a: NodePredictions | None, b: NodePredictions) -> NodePredictions:
+    """Two parts of a phase on every node, added up (their intervals too: the parts' errors are not
+    independent, both coming from one signature); explanations merged, warnings joined."""
     if a is None:
         return b
-    return NodePrediction(b.node, a.predicted_s + b.predicted_s, a.low_s + b.low_s, a.high_s + b.high_s,
-                          {**b.explanation, **a.explanation}, a.warnings + b.warnings)
+    b = b.take(a.nodes)
+    warnings = {i: a.warnings.get(i, []) + b.warnings.get(i, []) for i in sorted({*a.warnings, *b.warnings})}
+    return NodePredictions(a.nodes, a.predicted + b.predicted, a.low + b.low, a.high + b.high,
+                           lambda i: {**b.explanation(i), **a.explanation(i)}, warnings)
 
 
-def _tie_warnings(phase: str, preds: dict[str, NodePrediction]) -> list[str]:
+def _tie_warnings(phase: str, preds: Mapping[str, NodePrediction]) -> list[str]:
     """A warning for a phase whose about equally near references disagree on how it scales (on any node)."""
-    split = {n: p.explanation["disagree"] for n, p in preds.items() if "disagree" in p.explanation}
-    if not split:
+    preds = NodePredictions.of(preds)
+    split = np.flatnonzero(preds.flags["disagree"]) if "disagree" in preds.flags else \
+        np.array([i for i in range(len(preds)) if "disagree" in preds.explanation(i)], dtype=np.int64)
+    if not len(split):
         return []
-    node, first = next(iter(split.items()))
+    first = preds.explanation(int(split[0]))["disagree"]
     lo, hi = first["ratios"]
     return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are about equally similar but "
-            f"scale differently on {len(split)} node(s) (on {node}: x{lo:.2f} to x{hi:.2f} the base time); the "
-            "signature cannot tell them apart, so the intervals were widened to cover them all"]
+            f"scale differently on {len(split)} node(s) (on {preds.nodes[split[0]]}: x{lo:.2f} to x{hi:.2f} the base "
+            "time); the signature cannot tell them apart, so the intervals were widened to cover them all"]
 
 
 @dataclass
@@ -439,7 +457,7 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
     _widen(nodes_out, [float(trace.wall_s), *(t for _, n, t in inputs.runs if n is None or n == threads)],
            inputs.calibration, inputs.dispersion, inputs.base)
     warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
-                                  [w for r in results for p in r.predictions.values() for w in p.warnings]))
+                                  [w for r in results for w in NodePredictions.of(r.predictions).all_warnings()]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
                        nodes_out, results, warnings,
                        calibration=inputs.calibration.to_dict() if inputs.calibration else None)
@@ -484,10 +502,9 @@ def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: f
     """Per node: the phases' predictions summed, the uncovered `rest` projected with the phases'
     time-weighted geometric mean ratio (bounded by their extreme ratios); ranked. Arrays of
     phases x nodes, since a site registry has thousands of nodes."""
-    def per_node(attr: str) -> np.ndarray:
-        return np.array([[getattr(r.predictions[n], attr) for n in targets] for r in results], dtype=float)
-
-    pred, low, high = per_node("predicted_s"), per_node("low_s"), per_node("high_s")
+    taken = [NodePredictions.of(r.predictions).take(targets) for r in results]
+    pred, low, high = (np.array([getattr(t, attr) for t in taken], dtype=float).reshape(len(results), len(targets))
+                       for attr in ("predicted", "low", "high"))
     times = np.array([r.time_s for r in results])
     timed = times > 0
     with np.errstate(divide="ignore", invalid="ignore"):

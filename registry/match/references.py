@@ -33,14 +33,15 @@ from registry.values import command_line
 # of each host's latest profile of the type. A type profiled on several hosts takes the median over
 # them (schema/migrations/0008_hosts.sql); the others, most of a registry, are read as they are
 # (aggregating millions of single-host runs cost 4x the read). `first_run` orders the rows as the
-# configs were measured, which decides the base node's first run of a key.
+# configs were measured, which decides the base node's first run of a key. The level is read per
+# backend (`_LEVEL`).
 _RUNS = """
 WITH latest AS (
     SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts FROM v_latest_profile
     WHERE suite = :suite),
 runs AS (
     SELECT r.run_id, l.node_id, l.hosts, c.threads,
-           CAST(r.config_id * 64 + COALESCE(lv.value, -1) + 1 AS BIGINT) AS combo,
+           CAST(r.config_id * 64 + COALESCE({level}, -1) + 1 AS BIGINT) AS combo,
            CASE WHEN r.value IS NOT NULL     THEN 1.0 / NULLIF(r.median_s, 0)
                 WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
                 WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
@@ -48,9 +49,7 @@ runs AS (
                 ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END AS throughput
     FROM profile_runs r
     JOIN latest l ON l.profile_id = r.profile_id
-    JOIN ub_configs c ON c.config_id = r.config_id {suite_configs}
-    LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND lv.owner_id = r.run_id
-         AND lv.source = 'streams' AND lv.metric = 'ws_level')
+    JOIN ub_configs c ON c.config_id = r.config_id {suite_configs}{level_join})
 SELECT run_id AS first_run, node_id, threads, combo, throughput FROM runs WHERE hosts = 1 AND throughput > 0
 UNION ALL
 SELECT min(run_id), node_id, threads, combo, percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput)
@@ -110,6 +109,16 @@ class Profiles:
         seen = np.zeros((len(self.node_names), int(self.threads.max(initial=0)) + 1), dtype=bool)
         seen[self.node, self.threads] = True
         return seen
+
+    @functools.cached_property
+    def cpus(self) -> np.ndarray:
+        """node code -> its CPUs (`n_cpus` as an array: read for every node by each thread mode)."""
+        return np.array([self.n_cpus.get(n, 1) for n in self.node_names.tolist()], dtype=float)
+
+    @functools.cached_property
+    def code(self) -> dict[str, int]:
+        """node name -> node code."""
+        return {n: i for i, n in enumerate(self.node_names.tolist())}
 
     def nodes(self) -> list[str]:
         return sorted(self.node_names[np.bincount(self.node, minlength=len(self.node_names)) > 0].tolist())
@@ -243,10 +252,21 @@ def choose_suite(conn: sa.Connection, base: str, nodes: list[str] | None = None)
     return max(fits, key=lambda s: (len(by_suite[s]), s == "nodereg"))
 
 
-def _runs_sql(filtered: bool) -> str:
+# The cache level of each run, by backend: on DuckDB a scalar subquery on the signatures' key (a LEFT
+# JOIN had DuckDB build its hash table from the millions of runs, 1.8 s of a 10,000-node match; the
+# subquery, which DuckDB decorrelates, takes half the CPU); on PostgreSQL the LEFT JOIN, as its
+# planner runs a correlated subquery once per run.
+_LEVEL = {"duckdb": ("(SELECT lv.value FROM signatures lv WHERE lv.owner_kind = 'profile_run' AND lv.owner_id = "
+                     "r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level' LIMIT 1)", ""),
+          "postgresql": ("lv.value", "\n    LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND "
+                         "lv.owner_id = r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level'")}
+
+
+def _runs_sql(filtered: bool, dialect: str = "duckdb") -> str:
     """The runs query, its configs restricted to the suite where the registry holds several (each
     node's profile is always its latest in the suite: v_latest_profile)."""
-    return _RUNS.format(suite_configs=_SUITE_CONFIGS if filtered else "")
+    level, join = _LEVEL.get(dialect, _LEVEL["postgresql"])
+    return _RUNS.format(suite_configs=_SUITE_CONFIGS if filtered else "", level=level, level_join=join)
 
 
 def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None, suite: str = "nodereg",
@@ -268,7 +288,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         raise UserError(f"no configs of suite {suite!r} in this registry (it holds: {', '.join(held)})")
     filtered = held != ["nodereg"]
     by_suite = {"suite": suite}
-    runs = read_arrays(conn, _runs_sql(filtered), by_suite)
+    runs = read_arrays(conn, _runs_sql(filtered, conn.dialect.name), by_suite)
     first = runs.pop("first_run").astype(np.int64, copy=False)
     if len(first) > 1 and (first[1:] < first[:-1]).any():  # in measurement order (free when it already is)
         order = np.argsort(first, kind="stable")
@@ -351,8 +371,7 @@ def _pool_one_thread(hardware: np.ndarray, key: np.ndarray, placement: np.ndarra
 def wanted_threads(profiles: Profiles, mode: str, k: int) -> np.ndarray:
     """The thread count a part of a phase would run at on each node (by node code): all its CPUs
     ('all') or min(k, CPUs) ('fixed')."""
-    want = np.array([profiles.n_cpus.get(n, 1) for n in profiles.node_names.tolist()], dtype=float)
-    return want if mode == "all" else np.minimum(want, k)
+    return profiles.cpus.copy() if mode == "all" else np.minimum(profiles.cpus, k)
 
 
 def threads_on(profiles: Profiles, mode: str, k: int, side: str = "below") -> np.ndarray:

@@ -26,6 +26,7 @@ from registry.db.read import read_arrays
 from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.match.project import Inputs, MatchResult
+from registry.models.predictions import NodePredictions
 
 # every node's latest profile (the one registry.match.references projects with), by name
 _LATEST_PROFILES = """
@@ -112,12 +113,16 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
     now = utcnow()
     anchor = result.base if result.base in ranked else (ranked[0] if ranked else None)
 
+    # each phase's time per node, read from its arrays (not one prediction object per node and phase)
+    phase_times = [dict(zip(t.nodes, t.predicted.tolist()))
+                   for t in (NodePredictions.of(p.predictions) for p in result.phases)]
+
     def explanation(node: str) -> str:
         scale = (result.calibration or {}).get("scale", 1.0)    # so later calibration sees the model's own widths
         return orjson.dumps({"base": result.base, "interval_scale": scale,
                              **({} if node == anchor else {"matches_in": anchor}), "phases": [
             {"name": p.name, "mode": p.mode, **({"matches": p.matches} if node == anchor else {}),
-             "predicted_s": p.predictions[node].predicted_s} for p in result.phases]}).decode()
+             "predicted_s": times[node]} for p, times in zip(result.phases, phase_times)]}).decode()
 
     rows = [{"uid": new_uid(), "trace_id": inputs.found.trace_id, "app_id": app_id, "node_id": node_ids[n.node],
              "base_node_id": node_ids[result.base], "model_name": result.model, "model_version": result.model_version,

@@ -58,6 +58,7 @@ from registry.models.base import (NEEDS_SIGNATURES, NodePrediction, NotFittedErr
                                   ReferenceSet)
 from registry.models import intervals
 from registry.models.options import Option
+from registry.models.predictions import NodePredictions
 
 _CLIP = 4.0
 # The neighbours' spread leaves out run-to-run noise and the query's own base-time noise, so a
@@ -307,6 +308,10 @@ class SimilarityModel(ProjectionModel):
         return [(self.references[i], float(d[i])) for i in order]
 
     def predict(self, query: Query, nodes: list[str]) -> list[NodePrediction]:
+        return list(self.predict_many(query, nodes).values())
+
+    def predict_many(self, query: Query, nodes: list[str]) -> NodePredictions:
+        """`predict` as arrays over `nodes` (registry.models.predictions): no object per node."""
         if not self._fitted:
             raise NotFittedError(self.name)
         d = self.distances(query)
@@ -339,13 +344,12 @@ class SimilarityModel(ProjectionModel):
         spread = np.where(wsum > 0, spread, np.nan)
         nearest = [{"reference": str(ids[i]), "distance": float(dist[i])}
                    for i in range(min(self.k, len(ids))) if np.isfinite(dist[i])]
-        # per node, as plain floats computed in bulk (10,000 nodes must not mean 10,000 numpy calls)
-        t = (query.base_time_s * np.exp(est)).tolist()
+        t = query.base_time_s * np.exp(est)
         # the neighbours' spread and the query's distance to the nearest of them, added by intervals' one rule
         near = float(dist[0]) if len(dist) and np.isfinite(dist[0]) else 0.0
         half = intervals.rss(self.z_interval * np.where(np.isfinite(spread), spread, 0.0),
                              intervals.distance_width(self.distance_slope[cols], near))
-        low, high = np.asarray(t) * np.exp(-half), np.asarray(t) * np.exp(half)
+        low, high = t * np.exp(-half), t * np.exp(half)
         tied_refs, lo, hi, disagree = self._ties(dist[:rows], sim[:rows], order[:rows], chosen, yz)
         low = np.where(disagree, np.minimum(low, query.base_time_s * np.exp(lo)), low)
         high = np.where(disagree, np.maximum(high, query.base_time_s * np.exp(hi)), high)
@@ -355,25 +359,39 @@ class SimilarityModel(ProjectionModel):
                 warnings.simplefilter("ignore", RuntimeWarning)      # a node without any reference: NaN stays
                 low = np.where(blind, query.base_time_s * np.exp(np.nanmin(ratios[:, cols], axis=0)), low)
                 high = np.where(blind, query.base_time_s * np.exp(np.nanmax(ratios[:, cols], axis=0)), high)
-        low, high = low.tolist(), high.tolist()
         blind_warning = [f"phase {query.name}: its signature shares no usable feature with the references (a "
                          "phase shorter than a sampling window, or a host without the same sources): the node's "
-                         "median ratio, with the full spread of its references as the interval"] if blind.any() else []
-        used, log_ratio = chosen.sum(axis=0).tolist(), est.tolist()
-        by_node = {n: i for i, n in enumerate(known)}
-        out = []
-        for node in nodes:
-            i = by_node.get(node)
-            if i is None or not math.isfinite(log_ratio[i]):
-                out.append(NodePrediction(node, float("nan"), float("nan"), float("nan"),
-                                          warnings=[f"no reference was measured on {node}"]))
-                continue
-            explanation = {"neighbours": nearest, "used": used[i], "log_ratio": log_ratio[i]}
-            if disagree[i]:
-                explanation["disagree"] = {"references": tied_refs, "ratios": [math.exp(lo[i]), math.exp(hi[i])]}
-            out.append(NodePrediction(node, t[i], low[i], high[i], explanation=explanation,
-                                      warnings=blind_warning if blind[i] else []))
-        return out
+                         "median ratio, with the full spread of its references as the interval"]
+        # the known nodes' arrays onto the asked ones: a node never measured, or without a finite ratio,
+        # has no prediction (NaN)
+        if known == nodes:      # every node asked for was measured (the usual case): no lookups
+            at = np.arange(len(nodes), dtype=np.int64)
+        else:
+            index = {n: i for i, n in enumerate(known)}
+            at = np.array([index.get(n, -1) for n in nodes], dtype=np.int64)
+        ok = at >= 0
+        ok[ok] = np.isfinite(est[at[ok]])
+
+        def pick(values: np.ndarray, fill=np.nan) -> np.ndarray:
+            out = np.full(len(nodes), fill, dtype=values.dtype)
+            out[ok] = values[at[ok]]
+            return out
+
+        used = chosen.sum(axis=0)
+
+        def explain(i: int) -> dict:
+            if not ok[i]:
+                return {}
+            j = int(at[i])
+            out = {"neighbours": nearest, "used": int(used[j]), "log_ratio": float(est[j])}
+            if disagree[j]:
+                out["disagree"] = {"references": tied_refs, "ratios": [math.exp(lo[j]), math.exp(hi[j])]}
+            return out
+
+        node_warnings = {i: [f"no reference was measured on {nodes[i]}"] if not ok[i] else blind_warning
+                         for i in np.flatnonzero(~ok | pick(blind, False)).tolist()}
+        return NodePredictions(nodes, pick(t), pick(low), pick(high), explain=explain, warnings=node_warnings,
+                               flags={"disagree": pick(disagree, False)})
 
     def _ties(self, dist: np.ndarray, vote: np.ndarray, rows: np.ndarray, chosen: np.ndarray, y: np.ndarray):
         """The references about as near as the nearest (names): tied with it, or with at least
