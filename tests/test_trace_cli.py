@@ -292,6 +292,15 @@ def _descendants(root: int) -> list[int]:
     return [pid for pid in procfs.tree(root) if pid != root]
 
 
+def _cmdline(pid: int) -> str:
+    """A process's command line; '' once it has exited (a descendant listed a moment ago may be gone:
+    the full suite beside a CPU-bound job hit that race once)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
 def test_kill_9_during_the_cachegrind_pass(db_url, tmp_path):
     """The cachegrind pass (minutes under valgrind) dies with a killed tracer too."""
@@ -301,7 +310,7 @@ def test_kill_9_during_the_cachegrind_pass(db_url, tmp_path):
     deadline, valgrind = time.monotonic() + 30, []
     while not valgrind and time.monotonic() < deadline:
         valgrind = [pid for pid in _descendants(proc.pid)
-                    if "valgrind" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+                    if "valgrind" in _cmdline(pid)]
         time.sleep(0.05)
     assert valgrind, "the cachegrind pass did not start"
     proc.kill()
