@@ -2,7 +2,7 @@
 """Where the time of `nodereg profile --quick` goes (issue 30, item 7: < 45 s on the 2-vCPU VM),
 stage by stage, with the figures' stability beside it.
 
-    python scripts/bench_profile_quick.py [--fresh]
+    python scripts/bench_profile_quick.py [--fresh] [--baseline main]
 
 Runs the steps of `nodereg profile --quick` in this process through the same functions the
 command calls (registry.profile.profiler: plan, build, the timed sweep, the signature windows)
@@ -11,14 +11,22 @@ the signature pass, and the stability of the figures: the median coefficient of 
 configurations' repetitions and how many are unstable (registry.profile.stats). `--fresh` builds
 the driver into an empty cache first, as a first profile on a node does. Nothing is stored.
 On a shared machine the wall clock moves with the load (printed); compare stages in one run.
+`--baseline REV` (default main; 'none' skips it) runs that revision's copy of this script first, in
+a process of its own, and ends with the two totals and stabilities side by side.
 """
 
 import argparse
 import collections
 import os
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+from bench_scale import baseline_checkout
 
 from registry.microbench.driver import Driver, driver_binary
 from registry.profile import profiler, runner, signatures
@@ -37,17 +45,50 @@ class Stages:
         return out
 
 
+SUMMARY = re.compile(r"total\s+(?P<total>[\d.]+) s wall.*?median CV (?P<cv>[\d.]+), unstable (?P<unstable>\d+) of "
+                     r"(?P<configs>\d+)", re.S)
+
+
+def baseline(rev: str, fresh: bool) -> str:
+    """The output of revision `rev`'s copy of this script, run from its own tree."""
+    with tempfile.TemporaryDirectory() as tmp:
+        code, _ = baseline_checkout(rev, Path(tmp) / "base")
+        res = subprocess.run([sys.executable, "scripts/bench_profile_quick.py", *(["--fresh"] if fresh else [])],
+                             cwd=code, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
+    if res.returncode:
+        raise SystemExit(f"the baseline's script failed: {res.stderr.strip()[-400:]}")
+    return res.stdout
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fresh", action="store_true", help="build the driver into an empty cache first")
+    ap.add_argument("--baseline", default="main", help="git revision run before this checkout ('none': skip)")
     args = ap.parse_args()
+    before = None
+    if args.baseline != "none":
+        before = baseline(args.baseline, args.fresh)
+        print(f"baseline {args.baseline}:\n{before}\nthis checkout:")
+    this = measure(args.fresh)
+    print(this)
+    if before is not None:
+        print(f"beside the baseline ({args.baseline} first, then this checkout; target < 45 s):")
+        for label, text in ((f"baseline {args.baseline}", before), ("this checkout", this)):
+            m = SUMMARY.search(text)
+            print(f"  {label:18s} {float(m['total']):7.2f} s, median CV {m['cv']}, unstable {m['unstable']} of "
+                  f"{m['configs']}" if m else f"  {label}: no summary found")
+
+
+def measure(fresh: bool) -> str:
+    """Run the stages; their report as text."""
+    lines = []
     with tempfile.TemporaryDirectory() as cache:
-        if args.fresh:
+        if fresh:
             os.environ["NODEREG_BUILD_CACHE"] = cache
         stages = Stages()
         opts = profiler.ProfileOptions(node="bench", mode="quick")
         prep = stages.time("inventory and plan", lambda: profiler.prepare(opts))
-        stages.time("build" + (" (fresh cache)" if args.fresh else " (cached)"), lambda: profiler.build(prep))
+        stages.time("build" + (" (fresh cache)" if fresh else " (cached)"), lambda: profiler.build(prep))
         local = [c for c in prep.plan.configs if c.ub.family != "mpi"]
         llc = prep.inventory.last_level_cache()
         per_kernel = collections.defaultdict(float)
@@ -63,22 +104,31 @@ def main() -> None:
                 timed("sweep", c, lambda c=c: runner.measure_one(driver, c, prep.policy))
                 for c in runner.execution_order(local)])
             signed = signatures.representatives(local)
-            stages.time("signature windows", lambda: [
-                timed("signature", c, lambda c=c: signatures.measure(driver, c, llc.size_bytes if llc else None))
-                for c in signed])
+            last = [time.perf_counter()]
+
+            def advance(config, _estimate):   # the command's progress hook: time each window
+                per_kernel[("signature", config.ub.name)] += time.perf_counter() - last[0]
+                last[0] = time.perf_counter()
+
+            def signature_pass():
+                last[0] = time.perf_counter()
+                return signatures.measure_all(driver, local, llc.size_bytes if llc else None, advance)
+
+            stages.time("signature windows", signature_pass)
     total = sum(w for _, w, _ in stages.rows)
-    print(f"profile --quick stages ({len(local)} configurations, {len(signed)} signature windows); "
+    lines.append(f"profile --quick stages ({len(local)} configurations, {len(signed)} signature windows); "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for name, wall, cpu in stages.rows:
-        print(f"  {name:28s} {wall:7.2f} s wall ({wall / total:4.0%}), {cpu:6.2f} s CPU of this process")
-    print(f"  {'total':28s} {total:7.2f} s wall (target < 45 s for the whole command)")
-    print("seconds by kernel (sweep / signature windows):")
+        lines.append(f"  {name:28s} {wall:7.2f} s wall ({wall / total:4.0%}), {cpu:6.2f} s CPU of this process")
+    lines.append(f"  {'total':28s} {total:7.2f} s wall (target < 45 s for the whole command)")
+    lines.append("seconds by kernel (sweep / signature windows):")
     for kernel in sorted({k for _, k in per_kernel}, key=lambda k: -per_kernel[("sweep", k)] - per_kernel[("signature", k)]):
-        print(f"  {kernel:12s} {per_kernel[('sweep', kernel)]:6.2f} / {per_kernel[('signature', kernel)]:6.2f}")
+        lines.append(f"  {kernel:12s} {per_kernel[('sweep', kernel)]:6.2f} / {per_kernel[('signature', kernel)]:6.2f}")
     cvs = [m.stats.cv for m in measured]
-    print(f"stability: median CV {statistics.median(cvs):.4f}, unstable {sum(m.unstable for m in measured)} "
+    lines.append(f"stability: median CV {statistics.median(cvs):.4f}, unstable {sum(m.unstable for m in measured)} "
           f"of {len(measured)} configurations, {sum(len(m.times) for m in measured)} repetitions "
           f"({sum(sum(m.times) for m in measured):.1f} s timed)")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

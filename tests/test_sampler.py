@@ -54,18 +54,57 @@ def test_a_traced_team_keeps_its_cpu_time_to_the_end(tmp_path, monkeypatch):
 
 def test_a_config_window_keeps_its_working_set_when_reads_are_expensive(binary, monkeypatch):
     """On a 16-CPU host with a 300 MiB L3, one working-set read of the driver cost more than the
-    budget allows in a config's 0.3 s window, so the next read fell past the window's end, and the
+    budget allows in a config's window, so the next read fell past the window's end, and the
     window's last row, read with the driver still alive, was thrown away as if it were a zombie's:
-    64 of 72 representative configs had no working set. Here the budget is made tiny (any read is 'expensive'),
-    so only the read at the window's end can give the working set."""
+    64 of 72 representative configs had no working set. Here the budget is made tiny (any read is
+    'expensive'), so only the read at the window's end can give the working set. The window holds
+    only the kernel's repetitions: the load kernel reads one 64 MiB array, while preparing it fills
+    three (a window that held the preparation read 192 MiB)."""
+    from registry.measure import procfs
+    from registry.microbench.driver import Driver
+    from registry.profile import catalog, signatures
+    from registry.profile.sweep import Config
+
+    reads = []
+    real = procfs.referenced_bytes
+    monkeypatch.setattr(procfs, "referenced_bytes", lambda pid, clear=True: reads.append(pid) or real(pid, clear))
+    monkeypatch.setattr(signatures, "WSS_BUDGET", 1e-9)
+    cpu = min(os.sched_getaffinity(0))
+    config = Config(ub=catalog.get("load"), threads=1, placement="compact", cpus=(cpu,), n=(64 << 20) // 8)
+    with Driver(binary) as driver:
+        sig = signatures.measure(driver, config, 32 << 20)
+    assert len(reads) == 2                       # the window's start and end
+    assert 60 < sig["proc"]["wss_mb"] < 70       # the 64 MiB array, touched in the window
+    assert sig["proc"]["wss_llc"] == pytest.approx(sig["proc"]["wss_mb"] / 32)
+
+
+def test_cache_resident_windows_do_not_read_the_sweeps_buffers(binary, monkeypatch):
+    """The sweep's driver keeps every kernel's buffers; a working-set read walks all of them. The
+    windows of configs that fit in the caches run on a driver of their own, whose memory is theirs
+    (here: the sweep's driver holds 256 MiB, the L1 window's driver a few MB); the memory-resident
+    window runs on the sweep's driver, whose buffers it reuses."""
+    from registry.measure import procfs
     from registry.microbench.driver import Driver
     from registry.profile import catalog, signatures
     from registry.profile.sweep import Config
 
     cpu = min(os.sched_getaffinity(0))
-    monkeypatch.setattr(signatures, "WSS_BUDGET", 1e-9)
-    config = Config(ub=catalog.get("load"), threads=1, placement="compact", cpus=(cpu,), n=(64 << 20) // 8)
-    with Driver(binary) as driver:
-        sig = signatures.measure(driver, config, 32 << 20)
-    assert sig["proc"]["wss_mb"] > 32            # the 64 MiB array, touched in the window
-    assert "wss_llc" in sig["proc"]
+    triad = catalog.get("triad")
+    in_l1 = Config(ub=triad, threads=1, placement="compact", cpus=(cpu,), n=512, level="L1")
+    in_memory = Config(ub=triad, threads=1, placement="compact", cpus=(cpu,), n=(256 << 20) // 24, level="memory")
+    rss_at_read = {}
+    real = procfs.referenced_bytes
+
+    def spy(pid, clear=True):
+        rss_at_read.setdefault(pid, procfs.read_process(pid).rss_bytes)
+        return real(pid, clear)
+
+    with Driver(binary) as sweep:
+        sweep.run({**in_memory.driver_args(), "reps": 1, "target": 0.01})   # the sweep's buffers
+        monkeypatch.setattr(procfs, "referenced_bytes", spy)
+        sigs = signatures.measure_all(sweep, [in_l1, in_memory], 32 << 20)
+        assert list(sigs) == [in_l1.key, in_memory.key]
+        assert rss_at_read[sweep.proc.pid] > 200 << 20
+    others = [rss for pid, rss in rss_at_read.items() if pid != sweep.proc.pid]
+    assert len(others) == 1 and others[0] < 32 << 20
+    assert sigs[in_l1.key]["proc"]["wss_mb"] < 4 < 200 < sigs[in_memory.key]["proc"]["wss_mb"]

@@ -182,7 +182,7 @@ def profile(
 
     configs = prep.plan.configs
     signed = signatures.representatives(configs)
-    total = sum(estimate_s(c, prep.policy) for c in configs) + len(signed) * (signatures.WINDOW_S + 0.1)
+    total = sum(estimate_s(c, prep.policy) for c in configs) + len(signed) * signatures.COST_S
     if cachegrind:
         total += sum(cachegrind_pass.estimate_s(c) for c in signed)
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),

@@ -51,12 +51,12 @@ class Driver:
     """A running driver process. Use as a context manager; `close()` ends it."""
 
     def __init__(self, binary: Path | None = None):
-        binary = binary or driver_binary()
+        self.binary = binary or driver_binary()
         env = dict(os.environ, OMP_DYNAMIC="false", OMP_PROC_BIND="false")
         for var in ("OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"):
             env.pop(var, None)  # the driver pins every thread itself
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([str(self.binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, text=True, bufsize=1, env=env)
 
     def __enter__(self) -> "Driver":

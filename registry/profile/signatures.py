@@ -15,6 +15,17 @@ writes tells apart), the pointer chase, the vector and scalar FP64 kernels, the 
 multiply-add chains and the branchy integer hash (so that integer phases have references of
 their own kind, not only FP and memory kernels), and the thesis's mbw1c. The other configs are not
 references for `nodereg match` (they stay in the profile for everything else).
+
+A window holds only repetitions of the config's kernel: the driver prepares the config (first touch
+of its buffers, the chase's cycle, calibration) before the window opens, so the working set read in
+the window is what the kernel touches, not what preparing it did. Each working-set read walks the
+page tables of the driver's whole memory, and the sweep's driver keeps every kernel's buffers (2-3.6
+GB after the memory point): there, reads cost 0.1-0.3 s of CPU each, several per window, and were
+two thirds of `profile --quick` (issue 30). So the configs that fit in the caches run on a driver of
+their own, whose memory is only theirs (tens of MB: a read costs a few ms, so the sampler reads at
+every interval, and the median of the reads drops a stray one), and only the configs beyond the
+last-level cache run on the sweep's driver, whose buffers they reuse: read at the window's start and
+end (the budget allows no more), their working set is hundreds of MB, which stray reads do not move.
 """
 
 import contextlib
@@ -28,9 +39,12 @@ from registry.measure.sampler import TreeSampler
 from registry.measure import counters as perf
 from registry.measure.signature import counter_signature, proc_signature, spans_in, wss_reads
 
-WINDOW_S = 0.3          # several samples at the trace interval, and a working-set reading
 INTERVAL_S = 0.1        # the default interval of `nodereg trace`
 WSS_BUDGET = 0.25       # the driver's speed is not being measured here: read the working set often
+REP_S = 0.1             # one repetition (the driver calibrates its passes to it)
+WINDOW_REPS = 3         # the sampled window: several samples at the trace interval and working-set reads
+WINDOW_S = REP_S * WINDOW_REPS
+COST_S = WINDOW_S + 2 * REP_S   # with the preparation: calibration and one repetition
 
 
 SIGNED_KERNELS = frozenset({"triad", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops", "int_branch",
@@ -52,8 +66,12 @@ def representatives(configs: Sequence[Config]) -> list[Config]:
 
 
 def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, dict[str, float]]:
-    """Run `config` for about WINDOW_S under the trace sampler (and perf, where the node counts);
-    its {source: {metric: value}}."""
+    """Prepare `config` on the driver (its buffers first-touched, its passes calibrated, one
+    repetition), then run WINDOW_REPS more repetitions under the trace sampler (and perf, where the
+    node counts): its {source: {metric: value}}. The window holds only repetitions, so its
+    working-set reads are the memory the kernel touches (preparing fills every array of a bandwidth
+    kernel, the load kernel's two unused ones too, and builds the chase's cycle)."""
+    driver.run({**config.driver_args(), "reps": 1, "target": REP_S})
     sampler = TreeSampler(driver.proc.pid, wss_budget=WSS_BUDGET)
     t0 = time.monotonic()
     sampler.prime(0.0)
@@ -68,7 +86,7 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, 
     counting = perf.watching(driver.proc.pid, INTERVAL_S) if perf.available() else contextlib.nullcontext([])
     try:
         with counting as counter_rows:
-            driver.run({**config.driver_args(), "reps": 3, "target": WINDOW_S / 3})
+            driver.more(WINDOW_REPS)
     finally:
         stop.set()
         thread.join()
@@ -85,11 +103,23 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, 
     return {source: metrics for source, metrics in sig.items() if metrics}
 
 
+def beyond_caches(config: Config) -> bool:
+    """A config whose working set is memory-resident: its window runs on the sweep's driver."""
+    return (config.ws_level or config.level) == "memory"
+
+
 def measure_all(driver: Driver, configs: Sequence[Config], llc_bytes: int | None,
                 advance: Callable[[Config, float], None] = lambda c, w: None) -> dict[str, dict]:
-    """Signatures of the representatives of `configs`, by config key."""
+    """Signatures of the representatives of `configs`, by config key: those that fit in the caches
+    on a new driver of the same build (small memory: cheap working-set reads), then those beyond
+    the caches on `driver`, the sweep's, whose buffers they reuse."""
+    chosen = representatives(configs)
     out = {}
-    for config in representatives(configs):
+    with Driver(driver.binary) as small:
+        for config in [c for c in chosen if not beyond_caches(c)]:
+            out[config.key] = measure(small, config, llc_bytes)
+            advance(config, COST_S)
+    for config in [c for c in chosen if beyond_caches(c)]:
         out[config.key] = measure(driver, config, llc_bytes)
-        advance(config, WINDOW_S + 0.1)
-    return out
+        advance(config, COST_S)
+    return {c.key: out[c.key] for c in chosen}
