@@ -18,14 +18,14 @@ import pytest
 import sqlalchemy as sa
 
 from registry.cli import main
-from registry.db import engine, migrate, open_registry, reader
+from registry.db import engine, migrate, migrations, open_registry, reader
 from registry.db.url import duckdb_path
 
 # A new DuckDB registry is made by applying every migration: some 170 statements, about 0.5 s on an
 # idle 2-core machine and 3 s on a loaded one, and most tests start from a new one. The first is
 # migrated by the real code once per session and kept as a template; a registry the code is about to
 # create (a writable, migrating open of a missing file) starts as a byte copy of it and then opens
-# through the real code, which finds it current. A test that changes the migrations (migrate.available)
+# through the real code, which finds it current. A test that changes the migrations (migrations.available)
 # gets a real migration; a copy that fails (a full or read-only file system) is removed, and the real
 # code meets the same disk. Processes the tests start (subprocesses) migrate for real, and so does
 # every open with NODEREG_TEST_MIGRATE_EACH=1.
@@ -34,7 +34,7 @@ _TEMPLATE: list[str] = []       # the session's migrated registry, once made
 
 
 def _migration_set() -> tuple:
-    return tuple((m.version, str(m.path)) for m in migrate.available())
+    return tuple((m.version, str(m.path)) for m in migrations.available())
 
 
 _REAL_MIGRATIONS = _migration_set()

@@ -10,7 +10,7 @@ from conftest import assert_one_line_error, both_backends
 from fleet_data import CPU, store_hosts
 
 import registry.db.migrate as migrate
-from registry.db import open_registry
+from registry.db import migrations, open_registry
 from registry.match.references import load_profiles
 from registry.nodes import ensure_node
 
@@ -65,7 +65,7 @@ def test_match_reads_the_median_over_hosts(db_url):
 @pytest.mark.empty_registry
 def test_upgrade_gives_old_profiles_the_host_of_their_inventory(db_url, monkeypatch):
     older = [m for m in migrate.available() if m.version < 8]
-    monkeypatch.setattr(migrate, "available", lambda: older)
+    monkeypatch.setattr(migrations, "available", lambda: older)
     reg = open_registry(db_url)
     with reg.begin() as conn:  # as stored before hosts mattered: profiles without their host
         # (raw rows: the profile store of this version writes columns that version 7 lacks)

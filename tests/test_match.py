@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends
 
 from registry import __version__
-from registry.db import migrate, open_registry
+from registry.db import migrate, migrations, open_registry
 from registry.errors import UserError
 from registry.match import project as project_module
 from registry.match import references
@@ -388,7 +388,7 @@ def test_migration_7_keeps_one_of_identical_sets_and_finds_their_base(cli, db_ur
     trace file's set): `nodereg migrate` (saving the registry first: 0007 deletes rows) brings it up
     to date; the older copy goes, each set gets its base node."""
     every = migrate.available()
-    monkeypatch.setattr(migrate, "available", lambda: [m for m in every if m.version < 7])
+    monkeypatch.setattr(migrations, "available", lambda: [m for m in every if m.version < 7])
     uid = _populate(db_url)
     reg = open_registry(db_url)
     with reg.begin() as conn:
@@ -404,7 +404,7 @@ def test_migration_7_keeps_one_of_identical_sets_and_finds_their_base(cli, db_ur
                 "explanation_json": '{"base":"b","phases":[]}' if trace is None else "{}",
                 "created_at": datetime(2026, 1, 1, 0, minute)} for i, node in enumerate(("b", "fast"))])
     reg.close()
-    monkeypatch.setattr(migrate, "available", lambda: every)
+    monkeypatch.setattr(migrations, "available", lambda: every)
     assert cli("migrate", "--backup", str(tmp_path / "schema6.zip")).code == 0
     assert (tmp_path / "schema6.zip").exists()
     assert cli("match", "app").code == 0

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends, fetch_rows, set_up_reader
 from registry_data import populate, three_node_registry, three_phase_trace
 
-from registry.db import migrate, open_registry
+from registry.db import migrate, migrations, open_registry
 from registry.db.relations import SPECS
 from registry.doctor import check
 from registry.io import bundle as bundle_mod
@@ -136,7 +136,7 @@ def test_applied_migrations_carry_checksums_and_a_changed_file_is_refused(cli, d
     def shipped_with(text: str) -> None:
         changed = tmp_path / views.file
         changed.write_text(text)
-        monkeypatch.setattr(migrate, "available", lambda: [dataclasses.replace(m, path=changed) if m is views else m
+        monkeypatch.setattr(migrations, "available", lambda: [dataclasses.replace(m, path=changed) if m is views else m
                                                            for m in original])
 
     shipped_with("-- a reworded comment\n" + views.path.read_text())

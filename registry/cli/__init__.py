@@ -6,6 +6,7 @@ the project's own convention: usage errors as one `error:` line with exit 2 (as 
 stdout (`nodereg sql ... | head`) as a quiet exit 0, interrupts as `error: interrupted` with 130.
 """
 
+import importlib
 import os
 import sys
 import warnings
@@ -13,12 +14,9 @@ import warnings
 import typer
 from rich.text import Text
 
-# commands register on import
-from registry.cli import (  # noqa: F401
-    accuracy, admin, bundle, evaluate, fleet, match, models, nodes, profile, records, report, run, serve,
-    sparecores, trace)
+from registry.cli import coerce
 from registry.cli.app import app
-from registry.cli.argv import hoist_global_options, plain_flags
+from registry.cli.argv import hoist_global_options, plain_flags, subcommand
 from registry.cli.output import err_console
 from registry.errors import UserError
 
@@ -28,6 +26,31 @@ except ImportError:  # pragma: no cover - older typer on click
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 __all__ = ["app", "main"]
+
+# Commands register when their module is imported. A command line that names one imports only the
+# modules that register it (start-up under 0.3 s, issue 30: every module of the command line took
+# about 0.1 s to import); any other (--help, a typo, nothing) imports all of them.
+# tests/test_startup_imports.py checks this map against what the modules register.
+COMMANDS = {
+    "accuracy": ("accuracy",), "apps": ("records",), "doctor": ("admin",), "evaluate": ("evaluate",),
+    "export": ("bundle",), "fleet": ("fleet",), "health": ("fleet",),
+    "import": ("bundle", "evaluate", "models", "nodes", "sparecores"), "init": ("admin",),
+    "inventory": ("admin",), "match": ("match",), "migrate": ("admin",), "models": ("models",),
+    "nodes": ("nodes",), "profile": ("profile",), "report": ("report",), "run": ("run",),
+    "runs": ("models", "records"), "scaling": ("models",), "serve": ("serve",), "sql": ("admin",),
+    "trace": ("trace",), "traces": ("records",),
+}
+
+
+def load_commands(args: list[str]) -> None:
+    """Import the modules that register the command `args` name (all of them if it names none;
+    none for `--version` alone, answered before any command)."""
+    name = subcommand(args)
+    if name is None and "--version" in args and "--help" not in args:
+        return
+    every = sorted({m for modules in COMMANDS.values() for m in modules})
+    for module in COMMANDS.get(name, every):
+        importlib.import_module(f"registry.cli.{module}")
 
 
 def _fail(message: str, code: int) -> None:
@@ -55,8 +78,10 @@ def _quiet_stdout() -> None:
 
 
 def _run(args: list[str]) -> int:
+    load_commands(args)
     command = typer.main.get_command(app)
     plain_flags(command)
+    coerce.install(command)
     with command.make_context(_prog_name(), args) as ctx, warnings.catch_warnings():
         # numpy's and scikit-learn's warnings (`All-NaN slice`, `DataConversionWarning`) speak of their
         # internals, not of anything a user did; nodereg says what matters in its own words

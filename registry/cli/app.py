@@ -31,6 +31,7 @@ class State:
     db_url: str | None = None
     wait_s: float = DEFAULT_WAIT_S
     _open: dict = field(default_factory=dict)
+    _quick: object = None      # a QuickReader (registry/db/duckread.py), or None
 
     def registry(self, *, readonly: bool = False, current_for: str | None = None) -> "db.Registry":
         """The registry for this invocation, opened once per mode. A read-only open creates nothing
@@ -50,6 +51,18 @@ class State:
             upgrade.require_current(self._open[readonly], current_for)
         return self._open[readonly]
 
+    def reader(self):
+        """The registry for a command that only runs SELECTs through `dicts`: a DuckDB file at this
+        nodereg's schema opens without SQLAlchemy (registry/db/duckread.py: start-up under 0.3 s),
+        anything else as `registry(readonly=True)` does, with its waits, warnings and errors."""
+        if self._open:
+            return next(iter(self._open.values()))
+        if self._quick is None:
+            from registry.db import duckread
+
+            self._quick = duckread.open_current(self.db_url)
+        return self._quick or self.registry(readonly=True)
+
     def _open_waiting(self, readonly: bool) -> "db.Registry":
         """Open the registry; when another process holds it, say so and wait up to --wait seconds."""
         try:
@@ -67,9 +80,10 @@ class State:
         self._open[False] = reg
 
     def close(self) -> None:
-        for reg in self._open.values():
+        for reg in [*self._open.values(), *([self._quick] if self._quick else [])]:
             reg.close()
         self._open.clear()
+        self._quick = None
 
 
 def model_options_flag():

@@ -39,6 +39,12 @@ def hoist_global_options(args: list[str]) -> list[str]:
     return hoisted + rest
 
 
+def subcommand(args: list[str]) -> str | None:
+    """The subcommand `args` name (global options first, as `hoist_global_options` leaves them), or None."""
+    start = _subcommand_index(args)
+    return args[start] if start < len(args) and args[start] != "--" else None
+
+
 def _subcommand_index(args: list[str]) -> int:
     """Where the subcommand starts: the first token that is neither a global option nor its value."""
     i = 0
@@ -47,17 +53,23 @@ def _subcommand_index(args: list[str]) -> int:
     return min(i, len(args))
 
 
-def _commands(command) -> Iterator:
+def walk(command) -> Iterator:
+    """`command` and every subcommand below it."""
     yield command
     for sub in getattr(command, "commands", {}).values():
-        yield from _commands(sub)
+        yield from walk(sub)
+
+
+def parameters(cmd) -> list:
+    """The parameters of one command, its help option included."""
+    help_option = cmd.get_help_option(typer.Context(cmd))   # made once per command, then cached
+    return [*cmd.params, *([help_option] if help_option else [])]
 
 
 def plain_flags(command) -> None:
     """Boolean flags take no value: show none in help (typer's rich help writes `<bool>` for them,
     which reads as if `--json true` were the way to write it)."""
-    for cmd in _commands(command):
-        help_option = cmd.get_help_option(typer.Context(cmd))   # made once per command, then cached
-        for param in [*cmd.params, *([help_option] if help_option else [])]:
+    for cmd in walk(command):
+        for param in parameters(cmd):
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""

@@ -52,22 +52,18 @@ def list_nodes(
 ) -> None:
     """List the registered nodes (types; `hosts`: how many hosts profiled each, whose median the
     figures are), those matching every filter given; with `show` or `rm`: act on one."""
-    import sqlalchemy as sa
-
-    from registry.db.upgrade import require_current
-
     if ctx.invoked_subcommand is not None:
         return
     chosen = NodeFilter(vendor or [], arch or [], family or [], cpu_vendor or [], min_vcpus, max_vcpus)
     where, params = chosen.where()
-    reg = state(ctx).registry(readonly=True)
+    reg = state(ctx).reader()
     known = reg.version >= _KIND_SCHEMA     # an older shared registry is listed as it is (#30)
     if chosen.active and not known:
+        from registry.db.upgrade import require_current
+
         require_current(reg, "nodes with filters")
     fp64 = fp64_column(reg)
-    sql = _LIST_SQL.format(where=where, kind=_KIND if known else _KIND_UNKNOWN, fp64=fp64)
-    with reg.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+    rows = reg.dicts(_LIST_SQL.format(where=where, kind=_KIND if known else _KIND_UNKNOWN, fp64=fp64), params)
     for r in rows:
         mem = r.pop("memory_bytes")
         r["memory_gib"] = round(mem / 2**30, 1) if mem else None

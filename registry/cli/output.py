@@ -15,14 +15,17 @@ import re
 import sys
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import orjson
 from rich.console import Console
-from rich.progress import TextColumn
 from rich.table import Table
 from rich.text import Text
 
 from registry.values import fmt_value, plain
+
+if TYPE_CHECKING:   # rich.progress: imported by the commands that show progress (start-up, issue 30)
+    from rich.progress import TextColumn
 
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _LITERAL = {"markup": False, "emoji": False, "highlight": False}
@@ -159,8 +162,10 @@ def _wrap_header(name: str, width: int) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def text_column(text_format: str) -> TextColumn:
+def text_column(text_format: str) -> "TextColumn":
     """A progress column of plain text: rich's default reads `{task.description}` as markup."""
+    from rich.progress import TextColumn
+
     return TextColumn(text_format, markup=False)
 
 

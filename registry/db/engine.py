@@ -44,6 +44,11 @@ class Registry:
     def connect(self):
         return self.engine.connect()
 
+    def dicts(self, sql: str, params: dict | None = None) -> list[dict]:
+        """The rows of one SELECT as {column: value} (also a QuickReader's, registry/db/duckread.py)."""
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(sa.text(sql), params or {})]
+
     def write(self, work, retries: int = 3):
         """Run `work(conn)` in one transaction; retry when a concurrent writer won a race.
 

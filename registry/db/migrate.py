@@ -22,22 +22,18 @@ set), and its Python revisions would replace the portable SQL files that are the
 documentation. Each of these needs code of ours on top; the runner is about 150 lines.
 """
 
-import hashlib
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
 
 import sqlalchemy as sa
 
 from registry import __version__
+from registry.db import migrations
+from registry.db.migrations import Migration, available, latest_version  # noqa: F401 - read through here too
 from registry.db.time import utcnow
 from registry.errors import UserError
-from registry.resources import data_dir
 
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _LOCK_KEY = 0x6E6F646572656701  # the advisory lock of schema changes ('nodereg', 1)
 VERSION_DDL = """CREATE TABLE schema_version (
     version      INTEGER PRIMARY KEY,
@@ -46,64 +42,6 @@ VERSION_DDL = """CREATE TABLE schema_version (
     tool_version VARCHAR NOT NULL
 )"""
 CHECKSUMS_FROM = 15   # the migration that adds schema_version.checksum
-# statements that take data away; the table a migration creates itself (a scratch table) is not data
-_DESTROYS = re.compile(r"^\s*(?:(DELETE\s+FROM|TRUNCATE(?:\s+TABLE)?|DROP\s+TABLE(?:\s+IF\s+EXISTS)?)\s+(\w+)"
-                       r"|ALTER\s+TABLE\s+(\w+)\s+DROP\s+(?:COLUMN\s+)?(\w+))", re.IGNORECASE)
-_CREATES = re.compile(r"^\s*CREATE\s+(?:TEMP(?:ORARY)?\s+)?TABLE\s+(\w+)", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    path: Path
-
-    def statements(self) -> list[str]:
-        text = self.path.read_text()
-        parts = re.split(r"(?m)^\s*;\s*$", text)
-        return [p.strip() for p in parts if _strip_comments(p).strip()]
-
-    @cached_property
-    def checksum(self) -> str:
-        """sha256 of the statements as they run, comments and spacing aside."""
-        body = "\n;\n".join(" ".join(_strip_comments(s).split()) for s in self.statements())
-        return hashlib.sha256(body.encode()).hexdigest()
-
-    @cached_property
-    def destroys(self) -> list[str]:
-        """What the migration deletes or drops, in words (e.g. 'DELETE FROM predictions'); [] for none."""
-        found, scratch = [], set()
-        for stmt in (_strip_comments(s) for s in self.statements()):
-            created = _CREATES.match(stmt)
-            if created:
-                scratch.add(created.group(1).lower())
-            m = _DESTROYS.match(stmt)
-            if m and m.group(2) and m.group(2).lower() not in scratch:
-                found.append(f"{' '.join(m.group(1).upper().split())} {m.group(2)}")
-            elif m and m.group(3):
-                found.append(f"ALTER TABLE {m.group(3)} DROP COLUMN {m.group(4)}")
-        return found
-
-    @property
-    def file(self) -> str:
-        return self.path.name
-
-
-def _strip_comments(sql: str) -> str:
-    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
-
-
-def available() -> list[Migration]:
-    found = []
-    for path in sorted((data_dir("schema") / "migrations").glob("*.sql")):
-        m = _NAME.match(path.name)
-        if m:
-            found.append(Migration(int(m.group(1)), m.group(2), path))
-    return found
-
-
-def latest_version() -> int:
-    return max(m.version for m in available())
 
 
 def current_version(conn: sa.Connection) -> int:
@@ -114,9 +52,9 @@ def current_version(conn: sa.Connection) -> int:
 
 
 def check_compatible(version: int) -> None:
-    if version > latest_version():
+    if version > migrations.latest_version():
         raise UserError(f"this registry has schema version {version}, newer than this nodereg "
-                        f"({__version__}, schema {latest_version()}): upgrade nodereg to use it")
+                        f"({__version__}, schema {migrations.latest_version()}): upgrade nodereg to use it")
 
 
 @dataclass
@@ -145,8 +83,9 @@ def plan(conn: sa.Connection, target: int | None = None) -> Plan:
     version = current_version(conn)
     check_compatible(version)
     applied = _applied(conn) if version else {}
-    pending = [m for m in available() if m.version not in applied and (target is None or m.version <= target)]
-    changed = [m for m in available() if applied.get(m.version) not in (None, m.checksum)]
+    shipped = migrations.available()
+    pending = [m for m in shipped if m.version not in applied and (target is None or m.version <= target)]
+    changed = [m for m in shipped if applied.get(m.version) not in (None, m.checksum)]
     return Plan(version, pending, changed)
 
 
@@ -224,6 +163,6 @@ def _fill_checksums(conn: sa.Connection) -> None:
     as an upgrade from a release that did not record them)."""
     if not _has_checksums(conn):
         return
-    for mig in available():
+    for mig in migrations.available():
         conn.execute(sa.text("UPDATE schema_version SET checksum = :c WHERE version = :v AND checksum IS NULL"),
                      {"c": mig.checksum, "v": mig.version})

@@ -7,29 +7,50 @@ for an absolute one), and a URL whose relative reading names a missing directory
 reading exists (`duckdb:///home/me/x.duckdb`) is an error that says so. A file that is not a DuckDB
 database (`--db trace.json`) is refused: DuckDB would otherwise read it as something else or start
 an empty database beside it, and writes would land nowhere the user looks.
+
+SQLAlchemy is imported by the functions that parse URLs, not with this module: a DuckDB file given
+as a path is found without it (`plain_path`, the quick start of read-only listings, registry/db/duckread.py).
 """
+
+from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
-import sqlalchemy as sa
 
 from registry.errors import UserError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 ENV_VAR = "NODEREG_DB"
 
 
+def default_path() -> Path:
+    return Path(platformdirs.user_data_dir("nodereg")) / "registry.duckdb"
+
+
 def default_url() -> str:
-    path = Path(platformdirs.user_data_dir("nodereg")) / "registry.duckdb"
-    return f"duckdb:///{path}"
+    return f"duckdb:///{default_path()}"
+
+
+def plain_path(cli_value: str | None = None) -> Path | None:
+    """The DuckDB file named by a path (--db, then NODEREG_DB) or the default registry, absolute;
+    None when a URL names the registry (resolve_url reads those)."""
+    text = cli_value or os.environ.get(ENV_VAR)
+    if not text:
+        return default_path()
+    return None if "://" in text else Path(text).expanduser().resolve()
 
 
 def resolve_url(cli_value: str | None = None) -> sa.URL:
     """The registry URL as a parsed SQLAlchemy URL; a bare file path means a DuckDB file."""
-    text = cli_value or os.environ.get(ENV_VAR) or default_url()
-    if "://" not in text:
-        text = f"duckdb:///{Path(text).expanduser().resolve()}"
+    import sqlalchemy as sa
+
+    path = plain_path(cli_value)
+    text = f"duckdb:///{path}" if path is not None else cli_value or os.environ.get(ENV_VAR)
     try:
         url = sa.make_url(text)
     except sa.exc.ArgumentError:
@@ -42,7 +63,7 @@ def resolve_url(cli_value: str | None = None) -> sa.URL:
         url = url.set(drivername="postgresql+psycopg")
     path = duckdb_path(url)
     if path is not None:
-        _check_duckdb_file(path)
+        check_duckdb_file(path)
     return url
 
 
@@ -52,7 +73,7 @@ _OTHER_FORMATS = {".json", ".csv", ".tsv", ".parquet", ".zip", ".gz", ".tar", ".
                   ".sql", ".py", ".c"}
 
 
-def _check_duckdb_file(path: Path) -> None:
+def check_duckdb_file(path: Path) -> None:
     """A one-line error for a path that cannot be (or become) a DuckDB registry."""
     if not path.is_absolute() and not path.parent.is_dir() and Path("/", path).parent.is_dir():
         raise UserError(f"registry directory {path.parent} does not exist here; duckdb:/// with three slashes is "
@@ -72,6 +93,8 @@ def _check_duckdb_file(path: Path) -> None:
 def mask(url: sa.URL | str) -> str:
     """The URL as text with any password hidden: safe to print. A DuckDB file is shown as its path,
     the form `--db` documents."""
+    import sqlalchemy as sa
+
     if isinstance(url, str):
         try:
             url = sa.make_url(url)
