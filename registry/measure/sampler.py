@@ -24,7 +24,8 @@ Row times are the interval's end, in seconds since the command started. The work
 page-table walk proportional to RSS (about 3.5 ms + 4-12 ms for 256 MB on the development VM), so
 it is read only as often as keeps its cost under `wss_budget` of the wall time, but at least once a
 second while a read costs under 20 ms (RSS up to about 1 GB); rows in between carry NaN for it (a
-working set read after k intervals covers those k intervals).
+working set read after k intervals covers those k intervals). With `wss_budget=None` it is read only
+at `prime` and when a `sample` asks for it (`read_wss`).
 """
 
 import math
@@ -43,7 +44,7 @@ WSS_CHEAP_S = 0.02
 class TreeSampler:
     """Samples the tree rooted at `root` (the traced command's process)."""
 
-    def __init__(self, root: int, *, wss: bool = True, wss_budget: float = 0.03):
+    def __init__(self, root: int, *, wss: bool = True, wss_budget: float | None = 0.03):
         self.root = root
         self.wss = wss
         self.wss_budget = wss_budget
@@ -127,10 +128,13 @@ class TreeSampler:
         if not known:
             self.wss = False  # kernel without clear_refs/smaps_rollup: stop trying
             return None
-        gap = cost / self.wss_budget
-        if cost <= WSS_CHEAP_S:  # up to ~1 GB of RSS: at least one read a second (<= 2% of a CPU)
-            gap = min(gap, WSS_MAX_GAP_S)
-        self._wss_due = t_s + gap
+        if self.wss_budget is None:
+            self._wss_due = math.inf   # until a sample asks (read_wss)
+        else:
+            gap = cost / self.wss_budget
+            if cost <= WSS_CHEAP_S:  # up to ~1 GB of RSS: at least one read a second (<= 2% of a CPU)
+                gap = min(gap, WSS_MAX_GAP_S)
+            self._wss_due = t_s + gap
         window, self._wss_last = t_s - self._wss_last, t_s
         return sum(known) / MB, window
 

@@ -24,8 +24,10 @@ GB after the memory point): there, reads cost 0.1-0.3 s of CPU each, several per
 two thirds of `profile --quick` (issue 30). So the configs that fit in the caches run on a driver of
 their own, whose memory is only theirs (tens of MB: a read costs a few ms, so the sampler reads at
 every interval, and the median of the reads drops a stray one), and only the configs beyond the
-last-level cache run on the sweep's driver, whose buffers they reuse: read at the window's start and
-end (the budget allows no more), their working set is hundreds of MB, which stray reads do not move.
+last-level cache run on the sweep's driver, whose buffers they reuse. Their working set is read at
+the window's start and end only: one read of the whole window, of hundreds of MB. (A read in between,
+as the budget allowed, left the last one a short tail of the window, after the kernel had stopped,
+and the median of two such reads was half the buffer: 4.1 of 16 LLC sizes for a 512 MiB load.)
 """
 
 import contextlib
@@ -72,7 +74,7 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, 
     working-set reads are the memory the kernel touches (preparing fills every array of a bandwidth
     kernel, the load kernel's two unused ones too, and builds the chase's cycle)."""
     driver.run({**config.driver_args(), "reps": 1, "target": REP_S})
-    sampler = TreeSampler(driver.proc.pid, wss_budget=WSS_BUDGET)
+    sampler = TreeSampler(driver.proc.pid, wss_budget=None if beyond_caches(config) else WSS_BUDGET)
     t0 = time.monotonic()
     sampler.prime(0.0)
     stop = threading.Event()
