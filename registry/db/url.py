@@ -63,7 +63,7 @@ def resolve_url(cli_value: str | None = None) -> sa.URL:
         url = url.set(drivername="postgresql+psycopg")
     path = duckdb_path(url)
     if path is not None:
-        check_duckdb_file(path)
+        _check_duckdb_file(path)
     return url
 
 
@@ -73,7 +73,7 @@ _OTHER_FORMATS = {".json", ".csv", ".tsv", ".parquet", ".zip", ".gz", ".tar", ".
                   ".sql", ".py", ".c"}
 
 
-def check_duckdb_file(path: Path) -> None:
+def _check_duckdb_file(path: Path) -> None:
     """A one-line error for a path that cannot be (or become) a DuckDB registry."""
     if not path.is_absolute() and not path.parent.is_dir() and Path("/", path).parent.is_dir():
         raise UserError(f"registry directory {path.parent} does not exist here; duckdb:/// with three slashes is "

@@ -44,7 +44,10 @@ from registry.measure.signature import counter_signature, proc_signature, spans_
 INTERVAL_S = 0.1        # the default interval of `nodereg trace`
 WSS_BUDGET = 0.25       # the driver's speed is not being measured here: read the working set often
 REP_S = 0.1             # one repetition (the driver calibrates its passes to it)
-WINDOW_REPS = 3         # the sampled window: several samples at the trace interval and working-set reads
+# The sampled window: samples at the trace interval and working-set reads. Preparing runs the
+# calibration and one repetition, so the driver runs as long as it did when a window was its `run`
+# of three repetitions.
+WINDOW_REPS = 2
 WINDOW_S = REP_S * WINDOW_REPS
 COST_S = WINDOW_S + 2 * REP_S   # with the preparation: calibration and one repetition
 
