@@ -11,8 +11,10 @@ the signature pass, and the stability of the figures: the median coefficient of 
 configurations' repetitions and how many are unstable (registry.profile.stats). `--fresh` builds
 the driver into an empty cache first, as a first profile on a node does. Nothing is stored.
 On a shared machine the wall clock moves with the load (printed); compare stages in one run.
-`--baseline REV` (default main; 'none' skips it) runs that revision's copy of this script first, in
-a process of its own, and ends with the two totals and stabilities side by side.
+`--baseline REV` (default main; 'none' skips it) runs that revision's copy of this script and this
+checkout's, each in a process of its own, alternately for `--rounds` rounds (baseline first), and
+ends with each run's total, signature windows and stability side by side: on a shared machine the
+load moves between runs, so compare runs of one round, and the best of each side.
 """
 
 import argparse
@@ -45,38 +47,48 @@ class Stages:
         return out
 
 
-SUMMARY = re.compile(r"total\s+(?P<total>[\d.]+) s wall.*?median CV (?P<cv>[\d.]+), unstable (?P<unstable>\d+) of "
-                     r"(?P<configs>\d+)", re.S)
+SUMMARY = re.compile(r"load average (?P<load>[\d.]+) .*?signature windows\s+(?P<windows>[\d.]+) s wall.*?"
+                     r"(?P<windows_cpu>[\d.]+) s CPU.*?total\s+(?P<total>[\d.]+) s wall.*?"
+                     r"median CV (?P<cv>[\d.]+), unstable (?P<unstable>\d+) of (?P<configs>\d+)", re.S)
 
 
-def baseline(rev: str, fresh: bool) -> str:
-    """The output of revision `rev`'s copy of this script, run from its own tree."""
-    with tempfile.TemporaryDirectory() as tmp:
-        code, _ = baseline_checkout(rev, Path(tmp) / "base")
-        res = subprocess.run([sys.executable, "scripts/bench_profile_quick.py", *(["--fresh"] if fresh else [])],
-                             cwd=code, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
+def run_script(code: Path, fresh: bool) -> str:
+    """The output of the copy of this script in the tree `code`, run in a process of its own."""
+    script = code / "scripts" / "bench_profile_quick.py"
+    alone = ["--baseline", "none"] if "--baseline" in script.read_text() else []   # older copies run alone
+    res = subprocess.run([sys.executable, str(script), *alone, *(["--fresh"] if fresh else [])], cwd=code,
+                         env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
     if res.returncode:
-        raise SystemExit(f"the baseline's script failed: {res.stderr.strip()[-400:]}")
+        raise SystemExit(f"the script in {code} failed: {res.stderr.strip()[-400:]}")
     return res.stdout
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fresh", action="store_true", help="build the driver into an empty cache first")
-    ap.add_argument("--baseline", default="main", help="git revision run before this checkout ('none': skip)")
+    ap.add_argument("--baseline", default="main", help="git revision run beside this checkout ('none': skip)")
+    ap.add_argument("--rounds", type=int, default=1, help="alternate baseline and this checkout this many times")
     args = ap.parse_args()
-    before = None
-    if args.baseline != "none":
-        before = baseline(args.baseline, args.fresh)
-        print(f"baseline {args.baseline}:\n{before}\nthis checkout:")
-    this = measure(args.fresh)
-    print(this)
-    if before is not None:
-        print(f"beside the baseline ({args.baseline} first, then this checkout; target < 45 s):")
-        for label, text in ((f"baseline {args.baseline}", before), ("this checkout", this)):
-            m = SUMMARY.search(text)
-            print(f"  {label:18s} {float(m['total']):7.2f} s, median CV {m['cv']}, unstable {m['unstable']} of "
-                  f"{m['configs']}" if m else f"  {label}: no summary found")
+    if args.baseline == "none":
+        print(measure(args.fresh))
+        return
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        sides = {f"baseline {args.baseline}": baseline_checkout(args.baseline, Path(tmp) / "base")[0],
+                 "this checkout": Path(__file__).resolve().parents[1]}
+        for round_ in range(1, args.rounds + 1):
+            for label, code in sides.items():
+                out = run_script(code, args.fresh)
+                print(f"round {round_}, {label}:\n{out}\n", flush=True)
+                runs.append((round_, label, SUMMARY.search(out)))
+    print(f"beside the baseline (alternately, {args.baseline} first; target < 45 s):")
+    for round_, label, m in runs:
+        print(f"  round {round_} {label:18s} {float(m['total']):7.2f} s (signature windows {float(m['windows']):6.2f} s, "
+              f"{float(m['windows_cpu']):5.2f} s CPU of the profiler), median CV {m['cv']}, unstable {m['unstable']} "
+              f"of {m['configs']}, load average {m['load']}")
+    for label in sides:
+        best = min(float(m["total"]) for _, side, m in runs if side == label)
+        print(f"  best of {label:18s} {best:7.2f} s")
 
 
 def measure(fresh: bool) -> str:
