@@ -23,11 +23,12 @@ page tables of the driver's whole memory, and the sweep's driver keeps every ker
 GB after the memory point): there, reads cost 0.1-0.3 s of CPU each, several per window, and were
 two thirds of `profile --quick` (issue 30). So the configs that fit in the caches run on a driver of
 their own, whose memory is only theirs (tens of MB: a read costs a few ms, so the sampler reads at
-every interval, and the median of the reads drops a stray one), and only the configs beyond the
-last-level cache run on the sweep's driver, whose buffers they reuse. Their working set is read at
-the window's start and end only: one read of the whole window, of hundreds of MB. (A read in between,
-as the budget allowed, left the last one a short tail of the window, after the kernel had stopped,
-and the median of two such reads was half the buffer: 4.1 of 16 LLC sizes for a 512 MiB load.)
+every interval, and the median of the reads drops a stray one: shared library pages that other
+processes mark referenced add up to 1.3 MB to one read), and only the configs beyond the last-level
+cache run on the sweep's driver, whose buffers they reuse. Their working set is read at the window's
+start and end only: one read of the whole window, of hundreds of MB. (Reads in between, as the budget
+allowed, left the last one a tail after the kernel had stopped: main's windows read 4.1 to 22 LLC
+sizes for a 512 MiB buffer, these 16.0.)
 """
 
 import contextlib
