@@ -121,3 +121,20 @@ def test_a_record_of_the_wrong_length_is_a_clear_error(db_url):
     with reg.connect() as conn, pytest.raises(Exception, match="do not hold their counts of runs"):
         refs_mod.load_profiles(conn, "n")
     reg.close()
+
+
+def test_the_migration_packs_the_profiles_a_registry_holds(tmp_path):
+    from registry.db.migrate import migrate
+
+    reg = open_registry(f"duckdb:///{tmp_path / 'old.duckdb'}", migrate=False)
+    migrate(reg.engine, target=21)
+    with reg.begin() as conn:
+        for node, cpus in (("fast", 2), ("b", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+    migrate(reg.engine)
+    assert _count(reg, "profile_vectors") == _count(reg, "profiles") == 2
+    packed = _profiles(reg, "b")
+    with reg.begin() as conn:
+        conn.execute(sa.text("DELETE FROM profile_vectors"))
+    assert _profiles(reg, "b") == packed
+    reg.close()

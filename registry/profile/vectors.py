@@ -9,9 +9,10 @@ runs never change afterwards), it is 10,000 rows of a few kilobytes. The same SQ
 computes both, so the packed and the computed figures are the same numbers
 (tests/test_profile_vectors.py).
 
-A profile without a packed row (one stored by a nodereg before schema 22, or by a writer that
-does not pack) is read through the SQL path, as are nodes profiled on several hosts (their median
-over hosts is taken by the database): nothing is wrong, only slower.
+Migration 22 packs the profiles a registry already holds (`pack_all`). A profile without a packed
+row (one written by a tool that does not pack) is read through the SQL path, as are nodes
+profiled on several hosts (their median over hosts is taken by the database): nothing is wrong,
+only slower.
 Bundles do not carry the packed rows (they hold config ids of the registry that wrote them): an
 imported profile is packed again by the importer.
 """
@@ -80,6 +81,14 @@ def store_vectors(conn: sa.Connection, profile_ids: list[int]) -> int:
             packed["throughput"] = runs["throughput"][part].astype(float)
             rows.append({"profile_id": int(profile[part[0]]), "runs": len(part), "data": packed.tobytes()})
     return insert_rows(conn, "profile_vectors", rows)
+
+
+def pack_all(conn: sa.Connection) -> int:
+    """Pack every profile that has no packed row (migration 22 completes with this: the profiles a
+    registry held before it); returns the rows written."""
+    ids = conn.execute(sa.text("SELECT profile_id FROM profiles WHERE profile_id NOT IN "
+                               "(SELECT profile_id FROM profile_vectors)")).scalars().all()
+    return store_vectors(conn, ids)
 
 
 def read_packed(conn: sa.Connection, sql: str, params: dict) -> tuple[np.ndarray, np.ndarray]:
