@@ -37,7 +37,9 @@ from rich.progress import Progress
 from registry.db import open_registry, utcnow
 from registry.db.migrate import migrate
 from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
+from registry.profile.vectors import store_vectors
 
+PACKED_FROM = 22   # the schema version from which profiles are stored packed (registry.profile.vectors)
 KERNELS = ["mbw1c", "mbw1p", "mbw2hc", "triad_like", "fma_like", "chase_like"]
 console = Console()
 
@@ -46,6 +48,7 @@ def build(url: str, n_nodes: int, n_configs: int, reps: int, seed: int = 1, sche
     rng = np.random.default_rng(seed)
     reg = open_registry(url, migrate=False)
     migrate(reg.engine, target=schema)
+    packs = schema is None or schema >= PACKED_FROM
     rows = 0
     t0 = time.perf_counter()
     with reg.begin() as conn:
@@ -103,6 +106,8 @@ def build(url: str, n_nodes: int, n_configs: int, reps: int, seed: int = 1, sche
                                                   ("wss_llc", 2.0 ** size_idx / 64),
                                                   ("kernel", kernel_idx.astype(float)))])
                 insert_rows(conn, "signatures", sig)
+                if packs:   # as a profile's writer packs it (registry.profile.vectors), from schema 22
+                    store_vectors(conn, prof_ids)
                 rows += len(batch) * (3 + len(configs) * (2 + reps)) + (len(sig) - len(run_ids))
             progress.advance(task, len(batch))
     load_s = time.perf_counter() - t0
@@ -182,9 +187,11 @@ def main() -> None:
         timed = {}
         if code is not None:
             timed[f"baseline {args.baseline}"] = time_match(url, trace_file, args.runs, code)
+            t0 = time.perf_counter()
             reg = open_registry(url, migrate=False)
-            migrate(reg.engine)
+            migrate(reg.engine)   # from schema PACKED_FROM on, this packs every profile (registry.profile.vectors)
             reg.close()
+            stats["migration_s"] = time.perf_counter() - t0
         timed["this checkout"] = time_match(url, trace_file, args.runs)
         stats.update({"backend": sa.make_url(url.replace("postgresql://", "postgresql+psycopg://")).get_backend_name(),
                       "cpus": os.cpu_count(), "load_average": os.getloadavg()[0],
@@ -196,6 +203,8 @@ def main() -> None:
         console.print(f"backend {stats['backend']}: {stats['nodes']} nodes x {stats['configs']} configs x "
                       f"{stats['reps']} reps = {stats['rows']:,} rows in {stats['load_s']:.1f} s "
                       f"({stats['rows_per_s']:,.0f} rows/s); load average {stats['load_average']:.1f}")
+        if "migration_s" in stats:
+            console.print(f"migrating the registry to this checkout's schema: {stats['migration_s']:.1f} s")
         for name, m in stats["match"].items():
             console.print(f"nodereg match, {name} (whole command, {args.runs} runs): median {m['median_wall_s']:.2f} s "
                           f"wall (min {min(m['wall_s']):.2f}, max {max(m['wall_s']):.2f}), "

@@ -11,7 +11,7 @@ said it used, and the coverage a split-conformal calibration on the earlier roun
 (registry.models.intervals, the rule `match` applies). The nominal share is intervals.NOMINAL.
 
     .venv/bin/python scripts/coverage_repeat.py [--rounds 3] [--programs xz,numpy-matmul,...]
-        [--reprofile] [--db URL] [--keep] [--npb-archive PATH] [--json]
+        [--reprofile] [--db URL] [--keep] [--npb-archive PATH] [--sizes 1,2] [--compact-only] [--json]
 
 `--reprofile` profiles every variant again before each round (so that the profiles' own noise
 between rounds is in the figures, as it is between a user's profile and their runs). Run it on a
@@ -185,6 +185,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed to one run")
     parser.add_argument("--npb-archive", type=Path, default=va.NPB_ARCHIVE, help=f"default: {va.NPB_ARCHIVE}")
     parser.add_argument("--prefix", default="cov", help="prefix of the variants' node names")
+    parser.add_argument("--sizes", help="comma-separated CPU counts of the variants (default: 1, 2, 4, ... and all; "
+                                        "as validate_apps.py)")
+    parser.add_argument("--compact-only", action="store_true", help="only the compact placement of each size")
     parser.add_argument("--measured-s", type=float, default=va.MEASURED_S,
                         help=f"a short program is repeated until its runs on the base add up to this (default "
                              f"{va.MEASURED_S:g})")
@@ -204,7 +207,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="nodereg-coverage-"))
     db = args.db or f"duckdb:///{work / 'coverage.duckdb'}"
     try:
-        shapes = va.variants(args.prefix)
+        shapes = va.chosen_variants(args.prefix, args.sizes, args.compact_only)
+        if isinstance(shapes, str):
+            console.print(f"error: {shapes}")
+            return 2
         base = max(shapes, key=lambda v: len(v.cpus))
         va.ensure_tools(names)
         programs = [p for p in (va.runnable(name, work, args.npb_archive) for name in names) if p is not None]

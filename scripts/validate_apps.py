@@ -67,6 +67,19 @@ class Program:
     argv: list[str]
 
 
+def chosen_variants(prefix: str, sizes: str | None, compact_only: bool) -> list[Variant] | str:
+    """The variants of `--sizes` (comma-separated CPU counts; None: the default) and
+    `--compact-only`, or the error to print."""
+    mine = len(os.sched_getaffinity(0))
+    try:
+        counts = sorted({int(n) for n in sizes.split(",")}) if sizes else None
+    except ValueError:
+        return f"--sizes {sizes!r} is not a comma-separated list of CPU counts"
+    if counts and not all(1 <= n <= mine for n in counts):
+        return f"--sizes {sizes}: each must be between 1 and {mine} (the CPUs this process may use)"
+    return variants(prefix, counts, compact_only)
+
+
 def variants(prefix: str, sizes: list[int] | None = None, compact_only: bool = False) -> list[Variant]:
     """Every CPU-subset shape of the CPUs this process may use: 1, 2, 4, ... and all of them (or the
     `sizes` asked for), in each placement that uses different CPUs (compact only when asked: a
@@ -321,16 +334,10 @@ def main() -> int:
         work = Path(tempfile.mkdtemp(prefix="nodereg-validate-"))
     db = args.db or f"duckdb:///{work / 'validate.duckdb'}"
     try:
-        mine = len(os.sched_getaffinity(0))
-        try:
-            sizes = sorted({int(n) for n in args.sizes.split(",")}) if args.sizes else None
-        except ValueError:
-            console.print(f"error: --sizes {args.sizes!r} is not a comma-separated list of CPU counts")
+        shapes = chosen_variants(args.prefix, args.sizes, args.compact_only)
+        if isinstance(shapes, str):
+            console.print(f"error: {shapes}")
             return 2
-        if sizes and not all(1 <= n <= mine for n in sizes):
-            console.print(f"error: --sizes {args.sizes}: each must be between 1 and {mine} (the CPUs this process may use)")
-            return 2
-        shapes = variants(args.prefix, sizes, args.compact_only)
         cpus_of = {v.name: cpulist.format(v.cpus) for v in shapes}
         base = next((v for v in shapes if v.name == args.base), None) if args.base else max(shapes, key=lambda v: len(v.cpus))
         if base is None:

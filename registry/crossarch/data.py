@@ -80,25 +80,27 @@ def load(registry, suite: str = "sparecores") -> CrossData:
     """The suite's costs (registry.suites.suite_costs: each node's latest profile in it), every app's
     median time per node (runs at the node's default thread count: threads NULL, 1, or all CPUs),
     the node table and the current prices (when they share one currency)."""
-    from registry.db.read import read_frame
+    from registry.db.read import read_arrays
     from registry.prices import current_prices
-    from registry.suites import node_table, suite_costs
+    from registry.suites import NODE_NAMES, node_table, suite_costs, wide
 
     costs = suite_costs(registry, suite)
     if costs.empty:
         raise UserError(f"no node has a profile in the suite {suite!r} (import one first: "
                         "`nodereg import sparecores DIR`)")
     with registry.connect() as conn:
-        runs = read_frame(conn, """
-            SELECT a.name AS app, n.name AS node, r.time_s
-            FROM runs r JOIN apps a ON a.app_id = r.app_id JOIN nodes n ON n.node_id = r.node_id
+        runs = read_arrays(conn, """
+            SELECT r.node_id, r.app_id, percentile_cont(0.5) WITHIN GROUP (ORDER BY r.time_s) AS time_s
+            FROM runs r JOIN nodes n ON n.node_id = r.node_id
             WHERE r.time_s > 0 AND (r.threads IS NULL OR r.threads = 1 OR n.n_cpus IS NULL
-                                    OR r.threads = n.n_cpus)""")
+                                    OR r.threads = n.n_cpus)
+            GROUP BY r.node_id, r.app_id""")
+        times = wide(runs["node_id"], runs["app_id"], runs["time_s"], read_arrays(conn, NODE_NAMES),
+                     read_arrays(conn, "SELECT app_id AS id, name FROM apps"), "node", "app")
         prices = current_prices(conn)
     nodes = node_table(registry).loc[lambda f: f.index.isin(costs.index)]
     nodes["cpu_family"] = nodes["cpu_family"].fillna(nodes["cpu_model"]).fillna("unknown")
     nodes["architecture"] = nodes["architecture"].fillna("unknown")
-    times = runs.groupby(["node", "app"])["time_s"].median().unstack("app") if len(runs) else pd.DataFrame()
     priced = {n: p for n, p in prices.items() if n in nodes.index}
     currencies = {c for _, c in priced.values()}
     price = pd.Series({n: p for n, (p, _) in priced.items()}, dtype=float) if len(currencies) == 1 else None

@@ -141,11 +141,25 @@ def migrate(engine: sa.Engine, *, target: int | None = None, before_destroying=N
             with conn.begin():
                 for stmt in mig.statements():
                     conn.execute(sa.text(stmt))
+                if mig.version in COMPLETIONS:
+                    _complete(conn, COMPLETIONS[mig.version])
                 _record(conn, mig)
         with conn.begin():
             _fill_checksums(conn)
             after = current_version(conn)
     return steps.version, after
+
+
+# Python steps that complete a migration in its own transaction: derived rows that SQL cannot
+# compute, for the data already there ("module:function", called with the connection)
+COMPLETIONS = {22: "registry.profile.vectors:pack_all"}
+
+
+def _complete(conn: sa.Connection, step: str) -> None:
+    import importlib
+
+    module, _, function = step.partition(":")
+    getattr(importlib.import_module(module), function)(conn)
 
 
 def _record(conn: sa.Connection, mig: Migration) -> None:

@@ -10,13 +10,17 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 
 
+def _compiled(conn: sa.Connection, sql: str, params: Mapping | None) -> tuple[str, list]:
+    """`sql` with named :params as DuckDB's own connection takes it: text and positional values."""
+    compiled = sa.text(sql).bindparams(**(params or {})).compile(
+        dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    return str(compiled), [compiled.params[name] for name in compiled.positiontup] if compiled.positiontup else []
+
+
 def _duckdb_result(conn: sa.Connection, sql: str, params: Mapping | None):
     """`sql` run by DuckDB's own connection (inside the caller's transaction), whose result can be
     handed over as columns rather than fetched row by row."""
-    compiled = sa.text(sql).bindparams(**(params or {})).compile(
-        dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    values = [compiled.params[name] for name in compiled.positiontup] if compiled.positiontup else []
-    return conn.connection.driver_connection.execute(str(compiled), values)
+    return conn.connection.driver_connection.execute(*_compiled(conn, sql, params))
 
 
 def read_frame(conn: sa.Connection, sql: str, params: Mapping | None = None):

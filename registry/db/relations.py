@@ -18,6 +18,7 @@ class Spec:
     identity: tuple[str, ...] = ()             # natural key or ('uid',): joins an existing row
     parent: tuple[str, str] | None = None      # (column, table): imported only with a new parent
     refs: dict = field(default_factory=dict)   # other key columns -> referenced table
+    derived: bool = False                      # computed from other tables: bundles leave it out
 
     @property
     def sequence(self) -> str:
@@ -36,6 +37,7 @@ SPECS = (
     Spec("profiles", "profile_id", ("uid",), refs={"node_id": "nodes"}),
     Spec("profile_runs", "run_id", parent=("profile_id", "profiles"), refs={"config_id": "ub_configs"}),
     Spec("profile_reps", parent=("run_id", "profile_runs")),
+    Spec("profile_vectors", parent=("profile_id", "profiles"), derived=True),   # registry/profile/vectors.py
     Spec("traces", "trace_id", ("uid",), refs={"app_id": "apps", "node_id": "nodes"}),
     Spec("trace_samples", parent=("trace_id", "traces")),
     Spec("phases", "phase_id", parent=("trace_id", "traces")),

@@ -28,6 +28,7 @@ from registry.db.relations import OWNER_TABLES, SPECS, Spec
 from registry.db.write import allocate_ids, insert_if_absent, insert_rows
 from registry.errors import StorageError, UserError
 from registry.io.limits import Limits
+from registry.profile.vectors import store_vectors
 
 FORMAT = "nodereg-bundle"
 FORMAT_VERSION = 1
@@ -77,7 +78,7 @@ def export_bundle(conn: sa.Connection, path: Path, tables: list[str] | None = No
         with snapshot(conn):
             manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": current_version(conn),
                         "tool_version": __version__, "created_at": utcnow().isoformat(), "tables": {}}
-            for table in tables or [spec.table for spec in SPECS]:
+            for table in tables or [spec.table for spec in SPECS if not spec.derived]:
                 frame = _read_table(conn, table)
                 pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), out / f"{table}.parquet")
                 manifest["tables"][table] = len(frame)
@@ -201,7 +202,7 @@ def _load_frames(root: Path, conn: sa.Connection, path: Path, limits: Limits) ->
     frames = {}
     for spec in SPECS:
         file = root / f"{spec.table}.parquet"
-        if not file.exists():
+        if spec.derived or not file.exists():   # derived rows are computed again, never taken from a file
             frames[spec.table] = pd.DataFrame()
             continue
         try:
@@ -246,6 +247,8 @@ class _Importer:
                 # the caller's transaction rolls back, so nothing of the bundle is kept
                 detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:160]
                 raise UserError(f"bundle table {spec.table} has invalid data: {detail}") from None
+        new_profiles = self.new.get("profiles", set())
+        store_vectors(self.conn, [self.idmap["profiles"][p] for p in new_profiles])
         return {"added": {t: n for t, n in self.added.items() if n}, "renamed": self.renamed}
 
     def _import_table(self, spec: Spec, frame: pd.DataFrame) -> None:

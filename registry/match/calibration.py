@@ -15,6 +15,7 @@ import statistics
 
 import sqlalchemy as sa
 
+from registry.db.read import read_arrays
 from registry.models import intervals
 
 _CHECKED = """
@@ -56,8 +57,9 @@ def load_dispersion(conn: sa.Connection, suite: str) -> dict[str, float]:
     """Per node, the root-mean-square coefficient of variation over the repetitions of every config
     of its latest profiles in `suite` (one per host): how much its medians are to be trusted, which
     widens every ratio read from them (intervals.profile_noise). Nodes without one are left out."""
-    return {name: float(cv2) ** 0.5 for name, cv2 in conn.execute(sa.text(_DISPERSION), {"suite": suite})
-            if cv2 is not None}
+    rows = read_arrays(conn, _DISPERSION, {"suite": suite})   # (columns: a 10,000-node registry's rows at once)
+    return {name: cv2 ** 0.5 for name, cv2 in zip(rows["name"].tolist(), rows["cv2"].astype(float).tolist())
+            if cv2 == cv2}
 
 
 def applied_scale(explanation: str | None) -> float:

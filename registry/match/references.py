@@ -24,37 +24,41 @@ import sqlalchemy as sa
 from registry.db.read import read_arrays
 from registry.errors import UserError
 from registry.models.base import Matrix, ReferenceSet
+from registry.profile import vectors
 from registry.values import command_line
 
 # numbers only, one row per config measured on each node type: strings (names, keys) are mapped on
 # from the small tables below. `combo` is the config and the cache level its working set fits on
 # that node (ws_level, < 63) in one integer; the throughput (work per second of the whole node:
-# bytes, else flops, else chains, else iterations x threads) is computed by the database, per run
-# of each host's latest profile of the type. A type profiled on several hosts takes the median over
-# them (schema/migrations/0008_hosts.sql); the others, most of a registry, are read as they are
-# (aggregating millions of single-host runs cost 4x the read). `first_run` orders the rows as the
-# configs were measured, which decides the base node's first run of a key. The level is read per
-# backend (`_LEVEL`).
-_RUNS = """
+# registry.profile.vectors.THROUGHPUT) is computed by the database, per run of each host's latest
+# profile of the type. A type profiled on several hosts takes the median over them
+# (schema/migrations/0008_hosts.sql). The others, most of a registry, are read from each profile's
+# packed runs (`_PACKED`, registry.profile.vectors), and only a profile without them from its runs
+# here. `first_run` orders the rows as the configs were measured, which decides the base node's
+# first run of a key. The level is read per backend (vectors.level_sql).
+_LATEST = """
 WITH latest AS (
     SELECT node_id, profile_id, count(*) OVER (PARTITION BY node_id) AS hosts FROM v_latest_profile
-    WHERE suite = :suite),
+    WHERE suite = :suite)"""
+_RUNS = _LATEST + """,
+unpacked AS (
+    SELECT * FROM latest l
+    WHERE l.hosts > 1 OR NOT EXISTS (SELECT 1 FROM profile_vectors v WHERE v.profile_id = l.profile_id)),
 runs AS (
     SELECT r.run_id, l.node_id, l.hosts, c.threads,
            CAST(r.config_id * 64 + COALESCE({level}, -1) + 1 AS BIGINT) AS combo,
-           CASE WHEN r.value IS NOT NULL     THEN 1.0 / NULLIF(r.median_s, 0)
-                WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
-                WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
-                WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
-                ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END AS throughput
+           {throughput} AS throughput
     FROM profile_runs r
-    JOIN latest l ON l.profile_id = r.profile_id
+    JOIN unpacked l ON l.profile_id = r.profile_id
     JOIN ub_configs c ON c.config_id = r.config_id {suite_configs}{level_join})
 SELECT run_id AS first_run, node_id, threads, combo, throughput FROM runs WHERE hosts = 1 AND throughput > 0
 UNION ALL
 SELECT min(run_id), node_id, threads, combo, percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput)
 FROM runs WHERE hosts > 1 AND throughput > 0
 GROUP BY node_id, threads, combo"""
+_PACKED = _LATEST + """
+SELECT l.node_id, v.runs, v.data FROM latest l JOIN profile_vectors v ON v.profile_id = l.profile_id
+WHERE l.hosts = 1"""
 # Suites (schema/migrations/0014_imported_suites.sql): configs are compared within one suite only:
 # each node's latest profile *in the suite* (v_latest_profile, profiles.suite) and, where the
 # registry holds several suites, that suite's configs. An imported config's throughput is 1 / median_s (a time-like cost of the whole
@@ -63,7 +67,7 @@ _SUITE_OF = "COALESCE(u.suite, 'nodereg')"
 _SUITE_CONFIGS = f"JOIN microbenchmarks u ON u.ub_id = c.ub_id AND {_SUITE_OF} = :suite"
 _SUITES = "SELECT DISTINCT COALESCE(suite, 'nodereg') AS suite FROM microbenchmarks"
 _CONFIGS = """
-SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json, c.config_key, u.suite
+SELECT c.config_id, u.name AS ub, u.family, c.placement, c.params_json, c.config_key, u.suite, c.threads
 FROM ub_configs c JOIN microbenchmarks u ON u.ub_id = c.ub_id"""
 # with the one host a node's profiles were measured on (none where there are several, or none known)
 _NODES = """
@@ -252,21 +256,46 @@ def choose_suite(conn: sa.Connection, base: str, nodes: list[str] | None = None)
     return max(fits, key=lambda s: (len(by_suite[s]), s == "nodereg"))
 
 
-# The cache level of each run, by backend: on DuckDB a scalar subquery on the signatures' key (a LEFT
-# JOIN had DuckDB build its hash table from the millions of runs, 1.8 s of a 10,000-node match; the
-# subquery, which DuckDB decorrelates, takes half the CPU); on PostgreSQL the LEFT JOIN, as its
-# planner runs a correlated subquery once per run.
-_LEVEL = {"duckdb": ("(SELECT lv.value FROM signatures lv WHERE lv.owner_kind = 'profile_run' AND lv.owner_id = "
-                     "r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level' LIMIT 1)", ""),
-          "postgresql": ("lv.value", "\n    LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND "
-                         "lv.owner_id = r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level'")}
-
-
 def _runs_sql(filtered: bool, dialect: str = "duckdb") -> str:
     """The runs query, its configs restricted to the suite where the registry holds several (each
     node's profile is always its latest in the suite: v_latest_profile)."""
-    level, join = _LEVEL.get(dialect, _LEVEL["postgresql"])
-    return _RUNS.format(suite_configs=_SUITE_CONFIGS if filtered else "", level=level, level_join=join)
+    level, join = vectors.level_sql(dialect)
+    return _RUNS.format(suite_configs=_SUITE_CONFIGS if filtered else "", level=level, level_join=join,
+                        throughput=vectors.THROUGHPUT)
+
+
+def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict) -> dict:
+    """Every run of each node's latest profile in `suite` as arrays (node_id, threads, combo,
+    throughput), in the order each node's configs were measured: the packed profiles
+    (registry.profile.vectors) and, through SQL, the rest."""
+    runs = read_arrays(conn, _runs_sql(filtered, conn.dialect.name), {"suite": suite})
+    first = runs.pop("first_run").astype(np.int64, copy=False)
+    if len(first) > 1 and (first[1:] < first[:-1]).any():  # in measurement order (free when it already is)
+        order = np.argsort(first, kind="stable")
+        runs = {c: a[order] for c, a in runs.items()}
+    node, rows = vectors.read_packed(conn, _PACKED, {"suite": suite})
+    if not len(node):
+        return runs
+    ids = np.unique(rows["config"]).tolist()
+    known = [c for c in ids if c in configs and (not filtered or _suite_of(configs[c]) == suite)]
+    keep = rows["throughput"] > 0
+    if len(known) < len(ids):   # the suite's configs only, as the SQL path joins them
+        keep &= np.isin(rows["config"], known)
+    if not keep.all():
+        node, rows = node[keep], rows[keep]
+    config = rows["config"].astype(np.int64)
+    threads_of = np.zeros(max(ids) + 1, dtype=np.int64)
+    threads_of[known] = [configs[c][6] for c in known]
+    return {"node_id": np.concatenate([runs["node_id"].astype(np.int64), node]),
+            "threads": np.concatenate([runs["threads"].astype(np.int64), threads_of[config]]),
+            "combo": np.concatenate([runs["combo"].astype(np.int64), config * 64 + rows["level"] + 1]),
+            "throughput": np.concatenate([runs["throughput"].astype(float), rows["throughput"]])}
+
+
+def _suite_of(config: tuple | None) -> str:
+    """The suite of a config of `_CONFIGS` (as `_SUITE_OF`: NULL is our own kernels')."""
+    suite = config[5] if config else None
+    return suite if isinstance(suite, str) else "nodereg"
 
 
 def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None, suite: str = "nodereg",
@@ -288,11 +317,11 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         raise UserError(f"no configs of suite {suite!r} in this registry (it holds: {', '.join(held)})")
     filtered = held != ["nodereg"]
     by_suite = {"suite": suite}
-    runs = read_arrays(conn, _runs_sql(filtered, conn.dialect.name), by_suite)
-    first = runs.pop("first_run").astype(np.int64, copy=False)
-    if len(first) > 1 and (first[1:] < first[:-1]).any():  # in measurement order (free when it already is)
-        order = np.argsort(first, kind="stable")
-        runs = {c: a[order] for c, a in runs.items()}
+    configs = read_arrays(conn, _CONFIGS)
+    config = {int(c): (u, f, p, j, k, s, int(t)) for c, u, f, p, j, k, s, t in zip(
+        configs["config_id"], configs["ub"], configs["family"], configs["placement"], configs["params_json"],
+        configs["config_key"], configs["suite"], configs["threads"])}
+    runs = _read_runs(conn, filtered, suite, config)
     node = _positions(node_table["node_id"], runs["node_id"])
     throughput = runs["throughput"].astype(float, copy=False)
     threads, combo = runs["threads"].astype(np.int64, copy=False), runs["combo"].astype(np.int64, copy=False)
@@ -306,13 +335,9 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
                         f"run {how} on it first")
     # keys are computed once per distinct (config, level), then mapped back by integers
     combo_code, combos = _factorize(combo)
-    configs = read_arrays(conn, _CONFIGS)
-    config = {int(c): (u, f, p, j, k, s) for c, u, f, p, j, k, s in zip(
-        configs["config_id"], configs["ub"], configs["family"], configs["placement"], configs["params_json"],
-        configs["config_key"], configs["suite"])}
     keys, placements = [], []
     for c in combos.tolist():
-        ub, family, placement, params, key, of_suite = config.get(c // 64, ("", "", None, None, "", None))
+        ub, family, placement, params, key, of_suite, _ = config.get(c // 64, ("", "", None, None, "", None, 0))
         keys.append(_family_key(ub, family, c % 64 - 1, params, key, of_suite if isinstance(of_suite, str) else None))
         placements.append(placement or "")
     key_names, key_of_combo = np.unique(np.array(keys, dtype=str), return_inverse=True)

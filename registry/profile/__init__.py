@@ -1,5 +1,5 @@
 """Node profiles: which microbenchmark configurations to run on a node (sweep, placement), how
 to repeat them (stats), running them through the C driver (runner), storing a profile in one
-transaction (store) and its headline figures (summary). `profiler` ties these together for
+transaction (store), packed for `nodereg match` (vectors), and its headline figures (summary). `profiler` ties these together for
 `nodereg profile`; `catalog` names the microbenchmarks.
 """

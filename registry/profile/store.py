@@ -26,6 +26,7 @@ from registry.nodes import ensure_node, record_offer
 from registry.profile.catalog import Microbenchmark
 from registry.profile.runner import Measurement
 from registry.profile.sweep import Config
+from registry.profile.vectors import store_vectors
 
 _CHUNK = 500  # keys per IN (...) lookup
 
@@ -158,4 +159,5 @@ def store_profile(conn: sa.Connection, record: ProfileRecord) -> int:
     insert_rows(conn, "profile_runs", runs)
     insert_rows(conn, "profile_reps", reps)
     insert_rows(conn, "signatures", sigs)
+    store_vectors(conn, [profile_id])
     return profile_id

@@ -45,6 +45,7 @@ from registry.errors import UserError
 from registry.io.sparecores.dataset import ServerDir, commit_of, discover, load_specs
 from registry.io.sparecores.records import ServerRecord
 from registry.io.sparecores.server import parse_server
+from registry.profile.vectors import store_vectors
 
 SUITE = "sparecores"
 DATASET = "sparecores/sc-inspector-data"
@@ -246,6 +247,7 @@ class _Batch:
             # the one repetition, as for every profile: readers and `doctor` expect each run to have its reps
             insert_rows(self.conn, "profile_reps", pd.DataFrame({"run_id": runs["run_id"], "rep": 0,
                                                                  "time_s": runs["median_s"]}))
+            store_vectors(self.conn, [p["profile_id"] for p in profiles])
 
     def _runs(self, recs, now) -> None:
         new_apps = {}

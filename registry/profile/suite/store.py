@@ -18,6 +18,7 @@ from registry.inventory import Inventory
 from registry.io.sparecores.family import classify
 from registry.nodes import ensure_node
 from registry.profile.suite.plan import SUITE, SuiteConfig
+from registry.profile.vectors import store_vectors
 
 MODE = "suite"   # profiles.mode of a locally measured suite profile (imported ones: 'import')
 
@@ -116,4 +117,5 @@ def store_suite_profile(conn: sa.Connection, p: SuiteProfile) -> int:
                  for src, metrics in r.signature.items() for k, v in metrics.items()]
     insert_rows(conn, "profile_runs", runs)
     insert_rows(conn, "signatures", sigs)
+    store_vectors(conn, [profile_id])
     return profile_id

@@ -1,0 +1,103 @@
+"""A stored profile's runs packed into one row of `profile_vectors`: what `nodereg match` reads of it.
+
+A projection needs, per run of every node's latest profile, four numbers: the config, its thread
+count, the cache level its working set fell in, and the throughput (work per second of the whole
+node). Computed from `profile_runs` at match time, a 10,000-node x 300-config registry is three
+million rows to compute and fetch on every match (about half of its time on DuckDB, and far worse
+through PostgreSQL's row protocol); packed once per profile when the profile is stored (a profile's
+runs never change afterwards), it is 10,000 rows of a few kilobytes. The same SQL (`PER_RUN`)
+computes both, so the packed and the computed figures are the same numbers
+(tests/test_profile_vectors.py).
+
+Migration 22 packs the profiles a registry already holds (`pack_all`). A profile without a packed
+row (one written by a tool that does not pack) is read through the SQL path, as are nodes
+profiled on several hosts (their median over hosts is taken by the database): nothing is wrong,
+only slower.
+Bundles do not carry the packed rows (they hold config ids of the registry that wrote them): an
+imported profile is packed again by the importer.
+"""
+
+import numpy as np
+import sqlalchemy as sa
+
+from registry.db.read import read_arrays
+from registry.db.write import insert_rows
+from registry.errors import UserError
+
+# one run: its config (ub_configs.config_id: the thread count is the config's), the cache level its
+# working set fell in (-1: none recorded) and its throughput; 13 bytes, little-endian, unaligned
+DTYPE = np.dtype([("config", "<i4"), ("level", "<i1"), ("throughput", "<f8")])
+
+# The cache level of each run, by backend: on DuckDB a scalar subquery on the signatures' key (a LEFT
+# JOIN had DuckDB build its hash table from the millions of runs, 1.8 s of a 10,000-node match; the
+# subquery, which DuckDB decorrelates, takes half the CPU); on PostgreSQL the LEFT JOIN, as its
+# planner runs a correlated subquery once per run.
+_LEVEL = {"duckdb": ("(SELECT lv.value FROM signatures lv WHERE lv.owner_kind = 'profile_run' AND lv.owner_id = "
+                     "r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level' LIMIT 1)", ""),
+          "postgresql": ("lv.value", "\n    LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND "
+                         "lv.owner_id = r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level'")}
+# throughput: bytes, else flops, else chains, else iterations x threads per second; an imported
+# suite's 1 / median_s (registry.match.references)
+THROUGHPUT = """CASE WHEN r.value IS NOT NULL     THEN 1.0 / NULLIF(r.median_s, 0)
+                WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
+                WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
+                WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns
+                ELSE r.iterations * c.threads / NULLIF(r.median_s, 0) END"""
+
+
+def level_sql(dialect: str) -> tuple[str, str]:
+    """(the expression of a run's cache level, the join it needs) for `dialect`."""
+    return _LEVEL.get(dialect, _LEVEL["postgresql"])
+
+
+def _per_run(dialect: str) -> str:
+    level, join = level_sql(dialect)
+    return f"""
+SELECT r.profile_id, r.config_id, CAST(COALESCE({level}, -1) AS INTEGER) AS level,
+       {THROUGHPUT} AS throughput
+FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id{join}
+WHERE r.profile_id IN ({{ids}})
+ORDER BY r.profile_id, r.run_id"""
+
+
+def store_vectors(conn: sa.Connection, profile_ids: list[int]) -> int:
+    """Pack the runs of these profiles (already stored through `conn`, in the caller's transaction)
+    into `profile_vectors`, in the order they were measured; returns the rows written."""
+    ids = sorted({int(p) for p in profile_ids})
+    if not ids:
+        return 0
+    rows = []
+    for start in range(0, len(ids), 1000):   # an IN list of bounded length
+        chunk = ids[start:start + 1000]
+        runs = read_arrays(conn, _per_run(conn.dialect.name).format(ids=", ".join(map(str, chunk))))
+        profile = runs["profile_id"].astype(np.int64)
+        cuts = np.flatnonzero(np.diff(profile)) + 1
+        for part in np.split(np.arange(len(profile)), cuts):
+            if not len(part):
+                continue
+            packed = np.empty(len(part), dtype=DTYPE)
+            packed["config"] = runs["config_id"][part]
+            packed["level"] = runs["level"][part]
+            packed["throughput"] = runs["throughput"][part].astype(float)
+            rows.append({"profile_id": int(profile[part[0]]), "runs": len(part), "data": packed.tobytes()})
+    return insert_rows(conn, "profile_vectors", rows)
+
+
+def pack_all(conn: sa.Connection) -> int:
+    """Pack every profile that has no packed row (migration 22 completes with this: the profiles a
+    registry held before it); returns the rows written."""
+    ids = conn.execute(sa.text("SELECT profile_id FROM profiles WHERE profile_id NOT IN "
+                               "(SELECT profile_id FROM profile_vectors)")).scalars().all()
+    return store_vectors(conn, ids)
+
+
+def read_packed(conn: sa.Connection, sql: str, params: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(node_id of each run, the runs as DTYPE records) of the packed rows `sql` selects (columns
+    node_id, runs, data), in the order selected: 10,000 profiles' runs in one array."""
+    rows = read_arrays(conn, sql, params)
+    counts = rows["runs"].astype(np.int64)
+    data = b"".join(rows["data"].tolist())
+    if len(data) != int(counts.sum()) * DTYPE.itemsize:
+        raise UserError("the registry's packed profiles (profile_vectors) do not hold their counts of runs: "
+                        "run `nodereg doctor` on it")
+    return np.repeat(rows["node_id"].astype(np.int64), counts), np.frombuffer(data, dtype=DTYPE)

@@ -1,0 +1,140 @@
+"""Packed profiles (registry.profile.vectors): what `nodereg match` reads of each profile is the same
+whether it comes from the packed row or from the profile's runs through SQL, on both backends;
+writers pack, bundles carry nothing packed and the importer packs again, removals take it along."""
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from conftest import both_backends
+from fleet_data import host_record, memory_only, store_hosts
+from registry_data import profile_at_speeds
+
+from registry.db import open_registry
+from registry.io.bundle import export_bundle, import_bundle
+from registry.match import references as refs_mod
+from registry.profile.store import store_profile
+from registry.profile.vectors import store_vectors
+
+FIELDS = ("node", "key", "threads", "placement", "config_id", "throughput")
+
+
+def _profiles(reg, base: str) -> dict:
+    with reg.connect() as conn:
+        p = refs_mod.load_profiles(conn, base)
+    names = p.node_names.astype(str)
+    # runs as sets of rows with names for codes: codes depend on what each read met first
+    rows = sorted(zip(names[p.node].tolist(), p.key_names[p.key].astype(str).tolist(), p.threads.tolist(),
+                      p.placement_names[p.placement].astype(str).tolist(), p.config_id.tolist(),
+                      p.throughput.tolist()))
+    return {"rows": rows, "features": p.features.values.tolist(), "cpus": p.n_cpus}
+
+
+def _count(reg, table: str) -> int:
+    with reg.connect() as conn:
+        return conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar()
+
+
+@both_backends
+def test_packed_profiles_read_as_their_runs_do(db_url):
+    """Nodes written row by row (not packed: the SQL path) are packed afterwards: load_profiles
+    gives the same runs, levels and throughputs to the last bit, and reads the packed rows."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("fast", 2), ("b", 2), ("one", 1)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+    unpacked = _profiles(reg, "b")
+    with reg.begin() as conn:
+        ids = conn.execute(sa.text("SELECT profile_id FROM profiles")).scalars().all()
+        assert store_vectors(conn, ids) == 3
+    packed = _profiles(reg, "b")
+    assert packed == unpacked
+    assert len(packed["rows"]) == _count(reg, "profile_runs")
+    # the packed rows are what is read: damage one and the read changes
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE profile_vectors SET data = :d, runs = 1 WHERE profile_id = :p"),
+                     {"d": np.zeros(1, dtype=[("c", "<i4"), ("l", "<i1"), ("t", "<f8")]).tobytes(), "p": ids[0]})
+    assert _profiles(reg, "b") != unpacked
+    reg.close()
+
+
+def test_a_stored_profile_is_packed_and_a_node_of_several_hosts_is_read_through_sql(db_url):
+    """store_profile packs what it stores; a node profiled on two hosts takes the median over them
+    (SQL), whether or not its profiles are packed."""
+    reg = open_registry(db_url)
+    store_hosts(reg, "single", {"h0": 1.0})
+    store_hosts(reg, "twin", {"h1": 1.0, "h2": memory_only(0.5)})
+    assert _count(reg, "profile_vectors") == 3
+    with reg.connect() as conn:
+        packed_runs = conn.execute(sa.text("SELECT sum(runs) FROM profile_vectors")).scalar()
+    assert packed_runs == _count(reg, "profile_runs")
+    with_packed = _profiles(reg, "single")
+    with reg.begin() as conn:
+        conn.execute(sa.text("DELETE FROM profile_vectors"))
+    assert _profiles(reg, "single") == with_packed
+    twin = [r for r in with_packed["rows"] if r[0] == "twin"]
+    single = {r[1:5]: r[5] for r in with_packed["rows"] if r[0] == "single"}
+    memory = [r for r in twin if "memory" in r[1]]
+    assert memory and all(r[5] == pytest.approx(single[r[1:5]] * 0.75) for r in memory)   # median of 1 and 0.5
+    reg.close()
+
+
+def test_bundles_leave_packed_rows_out_and_the_importer_packs_again(tmp_path):
+    src = open_registry(f"duckdb:///{tmp_path / 'src.duckdb'}")
+    store_hosts(src, "n1", {"h0": 1.0})
+    store_hosts(src, "n2", {"h1": 2.0})
+    with src.connect() as conn:
+        manifest = export_bundle(conn, tmp_path / "bundle")
+    assert "profile_vectors" not in manifest["tables"]
+    dst = open_registry(f"duckdb:///{tmp_path / 'dst.duckdb'}")
+    store_hosts(dst, "other", {"h9": 3.0})   # ids of the two registries differ
+    dst.write(lambda conn: import_bundle(conn, tmp_path / "bundle"))
+    assert _count(dst, "profile_vectors") == 3
+    ours = [r for r in _profiles(dst, "n1")["rows"] if r[0] != "other"]
+    theirs = _profiles(src, "n1")["rows"]
+    assert [r[:4] + r[5:] for r in ours] == [r[:4] + r[5:] for r in theirs]   # config ids are the registry's own
+    src.close()
+    dst.close()
+
+
+def test_removing_a_node_removes_its_packed_profiles(cli, db_url):
+    reg = open_registry(db_url)
+    store_hosts(reg, "keep", {"h0": 1.0})
+    store_hosts(reg, "gone", {"h1": 1.0})
+    reg.close()
+    assert cli("nodes", "rm", "gone", "--yes").code == 0
+    reg = open_registry(db_url)
+    with reg.connect() as conn:
+        left = conn.execute(sa.text("SELECT n.name FROM profile_vectors v JOIN profiles p ON p.profile_id = "
+                                    "v.profile_id JOIN nodes n ON n.node_id = p.node_id")).scalars().all()
+        orphans = conn.execute(sa.text("SELECT count(*) FROM profile_vectors WHERE profile_id NOT IN "
+                                       "(SELECT profile_id FROM profiles)")).scalar()
+    assert left == ["keep"] and orphans == 0
+    reg.close()
+
+
+def test_a_record_of_the_wrong_length_is_a_clear_error(db_url):
+    reg = open_registry(db_url)
+    record = host_record("n", "h")
+    reg.write(lambda conn: store_profile(conn, record))
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE profile_vectors SET runs = runs + 1"))
+    with reg.connect() as conn, pytest.raises(Exception, match="do not hold their counts of runs"):
+        refs_mod.load_profiles(conn, "n")
+    reg.close()
+
+
+def test_the_migration_packs_the_profiles_a_registry_holds(tmp_path):
+    from registry.db.migrate import migrate
+
+    reg = open_registry(f"duckdb:///{tmp_path / 'old.duckdb'}", migrate=False)
+    migrate(reg.engine, target=21)
+    with reg.begin() as conn:
+        for node, cpus in (("fast", 2), ("b", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+    migrate(reg.engine)
+    assert _count(reg, "profile_vectors") == _count(reg, "profiles") == 2
+    packed = _profiles(reg, "b")
+    with reg.begin() as conn:
+        conn.execute(sa.text("DELETE FROM profile_vectors"))
+    assert _profiles(reg, "b") == packed
+    reg.close()
