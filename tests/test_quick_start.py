@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from conftest import assert_one_line_error
 from registry.cli import coerce
-from registry.db import duckread, open_registry
+from registry.db import duckread, migrations, open_registry
 from registry.nodes import ensure_node
 
 # a `::` cast, a `:name` parameter used twice, and one inside a comparison
@@ -57,13 +57,17 @@ def test_the_quick_reader_steps_aside_for_what_it_does_not_handle(tmp_path, regi
         assert duckread.open_current(named) is None, named
 
 
-def test_nodes_reads_an_older_duckdb_registry_the_usual_way(cli, tmp_path, registry_file):
+def test_nodes_reads_an_older_duckdb_registry_the_usual_way(cli, tmp_path, monkeypatch):
     """A file a schema behind is opened by open_registry, which migrates it on open and says so."""
-    reg = open_registry(str(registry_file))
+    shipped = migrations.available()
+    monkeypatch.setattr(migrations, "available", lambda: shipped[:-1])
+    path = tmp_path / "older.duckdb"
+    reg = open_registry(str(path))
     with reg.begin() as conn:
-        conn.execute(sa.text("DELETE FROM schema_version WHERE version = (SELECT max(version) FROM schema_version)"))
+        ensure_node(conn, "a")
     reg.close()
-    res = cli("--db", str(registry_file), "nodes", "--json")
+    monkeypatch.setattr(migrations, "available", lambda: shipped)
+    res = cli("--db", str(path), "nodes", "--json")
     assert res.code == 0 and "migrating registry" in res.err
     assert '"name": "a"' in res.out
 
