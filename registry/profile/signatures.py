@@ -27,7 +27,7 @@ every interval, and the median of the reads drops a stray one: shared library pa
 processes mark referenced add up to 1.3 MB to one read), and only the configs beyond the last-level
 cache run on the sweep's driver, whose buffers they reuse. Their working set is read at the window's
 start and end only: one read of the whole window, of hundreds of MB. (Reads in between, as the budget
-allowed, left the last one a tail after the kernel had stopped: main's windows read 4.1 to 22 LLC
+allowed, left the last one a tail after the kernel had stopped: main's windows read 3.4 to 22 LLC
 sizes for a 512 MiB buffer, these 16.0.)
 """
 
