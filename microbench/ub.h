@@ -60,6 +60,7 @@ struct ub_config {
     long n;                 /* bandwidth kernels: elements per array; chase: lines per thread */
     int nt;                 /* bandwidth kernels: non-temporal stores */
     int line;               /* chase: bytes per element (one cache line) */
+    int verify;             /* 0: skip the kernel's verification (the checksum is the threads' own) */
 };
 
 /* What one thread did in one repetition. */

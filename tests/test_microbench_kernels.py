@@ -162,6 +162,15 @@ def test_chase_is_one_cycle_through_every_line(driver):
     assert reply["iters"] == 3 * 1024
 
 
+def test_verify_0_skips_the_chase_walk(driver):
+    """A signature window's preparing run skips the walk of the whole cycle (1.4 s at 512 MiB): the
+    checksum is then where the chase stopped, not the sum of every line index."""
+    n = 5000
+    reply = driver.run({"kernel": "chase", "threads": 1, "cpus": CPUS[:1], "n": n, "line": 64, "reps": 1,
+                        "passes": 3, "verify": 0})
+    assert 0 <= reply["checksum"] < n and reply["iters"] == 3 * 1024
+
+
 def test_fp_kernels_follow_the_closed_form(driver):
     info = driver.info()
     x, y, passes = 0.9999999, 1e-7, 5
