@@ -9,7 +9,8 @@
  * Keys: passes=N fixes the passes per repetition (else calibrated so one repetition takes at
  * least `target` seconds); line=BYTES is the pointer-chase element size; verify=0 skips the
  * kernel's verification walk (the chase's walk of its whole cycle: 1.4 s at 512 MiB), for runs
- * that only prepare a configuration already verified (the signature windows).
+ * that only prepare a configuration already verified (the signature windows). reps=0 prepares and
+ * calibrates only (times []), for `more` to repeat.
  *
  * Per configuration: every thread pins itself to its CPU, the kernel prepares its data (first
  * touch by the threads that use it), calibration runs double as warm-up (the last one runs at
@@ -194,8 +195,8 @@ static const char *parse_config(char *args, struct ub_config *c)
         return "threads out of range";
     if (c->n_cpus && c->n_cpus != c->threads)
         return "cpus must list one CPU per thread";
-    if (c->reps < 1)
-        return "reps must be at least 1";
+    if (c->reps < 0)
+        return "reps must not be negative";
     return NULL;
 }
 
@@ -325,7 +326,7 @@ static void cmd_run(char *args)
     if (c.passes > 0 && !ub_error())
         repetition(k, &c, passes, &slowest); /* warm-up */
     current_passes = passes;
-    double *times = calloc((size_t)c.reps, sizeof(double));
+    double *times = calloc((size_t)c.reps + 1, sizeof(double)); /* reps=0: prepare and calibrate only */
     long iters = 0;
     if (!times) {
         print_error(c.id, "out of memory");

@@ -162,6 +162,13 @@ def test_chase_is_one_cycle_through_every_line(driver):
     assert reply["iters"] == 3 * 1024
 
 
+def test_reps_0_prepares_for_more(driver):
+    """A signature window's preparing run: calibration only, no timed repetition; `more` then times."""
+    reply = driver.run({"kernel": "triad", "threads": 1, "cpus": CPUS[:1], "n": 4096, "reps": 0, "target": 0.01})
+    assert reply["times"] == [] and reply["passes"] > 1
+    assert len(driver.more(2)) == 2
+
+
 def test_verify_0_skips_the_chase_walk(driver):
     """A signature window's preparing run skips the walk of the whole cycle (1.4 s at 512 MiB): the
     checksum is then where the chase stopped, not the sum of every line index."""

@@ -17,9 +17,9 @@ their own kind, not only FP and memory kernels), and the thesis's mbw1c. The oth
 references for `nodereg match` (they stay in the profile for everything else).
 
 A window holds only repetitions of the config's kernel: the driver prepares the config (first touch
-of its buffers, the chase's cycle, calibration) before the window opens, so the working set read in
-the window is what the kernel touches, not what preparing it did. Each working-set read walks the
-page tables of the driver's whole memory, and the sweep's driver keeps every kernel's buffers (2-3.6
+of its buffers, the chase's cycle, calibration: `run` with reps=0) before the window opens, so the
+working set read in the window is what the kernel touches, not what preparing it did. Each
+working-set read walks the page tables of the driver's whole memory, and the sweep's driver keeps every kernel's buffers (2-3.6
 GB after the memory point): there, reads cost 0.1-0.3 s of CPU each, several per window, and were
 two thirds of `profile --quick` (issue 30). So the configs that fit in the caches run on a driver of
 their own, whose memory is only theirs (tens of MB: a read costs a few ms, so the sampler reads at
@@ -45,12 +45,11 @@ from registry.measure.signature import counter_signature, proc_signature, spans_
 INTERVAL_S = 0.1        # the default interval of `nodereg trace`
 WSS_BUDGET = 0.25       # the driver's speed is not being measured here: read the working set often
 REP_S = 0.1             # one repetition (the driver calibrates its passes to it)
-# The sampled window: samples at the trace interval and working-set reads. Preparing runs the
-# calibration and one repetition, so the driver runs as long as it did when a window was its `run`
-# of three repetitions.
-WINDOW_REPS = 2
+# The sampled window: several samples at the trace interval and working-set reads (their median drops
+# a stray read: with two repetitions, three reads, the small configs of one profile read 1.2-1.6 MB)
+WINDOW_REPS = 3
 WINDOW_S = REP_S * WINDOW_REPS
-COST_S = WINDOW_S + 2 * REP_S   # with the preparation: calibration and one repetition
+COST_S = WINDOW_S + REP_S   # with the preparation: calibration
 
 
 SIGNED_KERNELS = frozenset({"triad", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops", "int_branch",
@@ -72,13 +71,14 @@ def representatives(configs: Sequence[Config]) -> list[Config]:
 
 
 def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, dict[str, float]]:
-    """Prepare `config` on the driver (its buffers first-touched, its passes calibrated, one
-    repetition), then run WINDOW_REPS more repetitions under the trace sampler (and perf, where the
-    node counts): its {source: {metric: value}}. The window holds only repetitions, so its
+    """Prepare `config` on the driver (its buffers first-touched, its passes calibrated), then run
+    WINDOW_REPS repetitions under the trace sampler (and perf, where the node counts): its
+    {source: {metric: value}}. The window holds only repetitions, so its
     working-set reads are the memory the kernel touches (preparing fills every array of a bandwidth
     kernel, the load kernel's two unused ones too, and builds the chase's cycle)."""
-    # verify=0: the sweep verified this config (the chase's walk of its cycle: 1.4 s at 512 MiB)
-    driver.run({**config.driver_args(), "reps": 1, "target": REP_S, "verify": 0})
+    # reps=0: prepare and calibrate only; verify=0: the sweep verified this config (the chase's
+    # walk of its cycle: 1.4 s at 512 MiB)
+    driver.run({**config.driver_args(), "reps": 0, "target": REP_S, "verify": 0})
     sampler = TreeSampler(driver.proc.pid, wss_budget=None if beyond_caches(config) else WSS_BUDGET)
     t0 = time.monotonic()
     sampler.prime(0.0)
