@@ -18,17 +18,17 @@ references for `nodereg match` (they stay in the profile for everything else).
 
 A window holds only repetitions of the config's kernel: the driver prepares the config (first touch
 of its buffers, the chase's cycle, calibration: `run` with reps=0) before the window opens, so the
-working set read in the window is what the kernel touches, not what preparing it did. Each
-working-set read walks the page tables of the driver's whole memory, and the sweep's driver keeps every kernel's buffers (2-3.6
-GB after the memory point): there, reads cost 0.1-0.3 s of CPU each, several per window, and were
-two thirds of `profile --quick` (issue 30). So the configs that fit in the caches run on a driver of
-their own, whose memory is only theirs (tens of MB: a read costs a few ms, so the sampler reads at
-every interval, and the median of the reads drops a stray one: shared library pages that other
-processes mark referenced add up to 1.3 MB to one read), and only the configs beyond the last-level
-cache run on the sweep's driver, whose buffers they reuse. Their working set is read at the window's
-start and end only: one read of the whole window, of hundreds of MB. (Reads in between, as the budget
-allowed, left the last one a tail after the kernel had stopped: main's windows read 3.4 to 22 LLC
-sizes for a 512 MiB buffer, these 16.0.)
+working set read in the window is what the kernel touches, not what preparing it did. Each working-
+set read walks the page tables of the driver's whole memory, and the sweep's driver keeps every
+kernel's buffers (2-3.6 GB after the memory point): there, reads cost 0.1-0.3 s of CPU each, several
+per window, and were two thirds of `profile --quick` (issue 30). So the configs that fit in the
+caches run on a driver of their own, whose memory is only theirs (tens of MB: a read costs a few ms,
+so the sampler reads at every interval, and the median of the reads drops a stray one: shared
+library pages that other processes mark referenced add up to 1.3 MB to one read), and only the
+configs beyond the last-level cache run on the sweep's driver, whose buffers they reuse. Their
+working set is read at the window's start and end only: one read of the whole window, of hundreds of
+MB. (Reads in between, as the budget allowed, left the last one a tail after the kernel had stopped:
+main's windows read 3.4 to 22 LLC sizes for a 512 MiB buffer, these 16.0.)
 """
 
 import contextlib
