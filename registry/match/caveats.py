@@ -28,15 +28,14 @@ PARTIAL_FACTOR = 1.25
 UNSTABLE_SHARE = 0.25     # below this share of unstable configs, no caveat (a few always are)
 
 _LATEST = """
-SELECT n.name, p.mode, p.host_load_json, count(r.run_id) AS configs,
-       sum(CASE WHEN r.unstable THEN 1 ELSE 0 END) AS unstable
+SELECT n.name, p.mode, p.host_load_json, sum(s.runs) AS configs, sum(s.unstable) AS unstable
 FROM profiles p
 JOIN nodes n ON n.node_id = p.node_id
-JOIN profile_runs r ON r.profile_id = p.profile_id
+JOIN v_profile_summary s ON s.profile_id = p.profile_id
 JOIN v_latest_profile l ON l.profile_id = p.profile_id AND l.newest
 GROUP BY n.name, p.mode, p.host_load_json
-HAVING p.mode = 'custom' OR p.host_load_json IS NOT NULL
-    OR sum(CASE WHEN r.unstable THEN 1 ELSE 0 END) >= :share * count(r.run_id)"""
+HAVING sum(s.runs) > 0 AND (p.mode = 'custom' OR p.host_load_json IS NOT NULL
+                            OR sum(s.unstable) >= :share * sum(s.runs))"""
 # (only the profiles that can carry a caveat come back: a 10,000-node registry has few)
 
 
