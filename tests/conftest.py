@@ -143,6 +143,14 @@ def sql_reader(db_url):
     return db_url
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch):
+    """Every test as at a wide terminal: prose and tables wrap at the terminal's width (80 columns
+    when piped, as under pytest), and a test that reads a phrase must not depend on where a line
+    breaks. The tests of the 80-column layout set COLUMNS themselves."""
+    monkeypatch.setenv("COLUMNS", "1000")
+
+
 @dataclass
 class Result:
     code: int

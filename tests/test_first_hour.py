@@ -326,7 +326,24 @@ def _assert_fits_80(wide: str, narrow: str, what, numbers: bool = True) -> None:
     assert not split, (what, split, narrow)
 
 
-def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch):
+def _assert_prose_fits_80(wide, narrow, what) -> None:
+    """Every line of `narrow` (stdout and stderr, 80 columns) fits, an `error:` line aside (one line by
+    contract); prose wraps at spaces only, so every word of `wide` (a number, a node name) is whole in
+    it, and every command in backquotes is on one line."""
+    for text in (narrow.out, narrow.err):
+        long = [line for line in text.splitlines() if len(line) > 80 and not line.startswith("error:")]
+        assert not long, (what, long)
+    for w, n in ((wide.out, narrow.out), (wide.err, narrow.err)):
+        prose = [line for line in w.splitlines() if not re.search("[│┃┏┗└┡━─]", line)]
+        words = Counter(word for line in prose for word in line.split())
+        narrow_words = Counter(word for line in n.splitlines() if not re.search("[│┃┏┗└┡━─]", line)
+                               for word in line.split())
+        assert not words - narrow_words, (what, words - narrow_words, n)
+        for command in re.findall(r"`[^`]+`", " ".join(prose)):
+            assert any(command in line for line in n.splitlines()), (what, command, n)
+
+
+def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch, tmp_path):
     for threads, seconds in ((1, 40.0), (2, 21.5), (2, 22.0), (4, 12.5)):
         cli("runs", "add", "app", "b", "--threads", str(threads), "--time", str(seconds))
     cli("runs", "add", "app", "fast", "--threads", "2", "--time", "15.25")
@@ -345,8 +362,19 @@ def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch):
         assert "┃" in narrow.out, args      # (two renderings of the same rows: every query is ordered)
         listing = args == ("models",)     # one line per model: descriptions are cut (`models NAME` has them)
         _assert_fits_80(wide.out, narrow.out, args, numbers=not listing)
+        _assert_prose_fits_80(wide, narrow, args)
         if listing:
             assert narrow.out.count("│") == narrow.out.count("…") * 5 > 40, narrow.out
+    for node in ("b", "fast"):     # runs after the predictions, at the predictions' thread counts
+        for threads in (1, 2):
+            cli("runs", "add", "app", node, "--threads", str(threads), "--time", "30")
+    for args in (("accuracy",), ("report", "match", "app", "--out", str(tmp_path / "m.html"))):
+        monkeypatch.setenv("COLUMNS", "300")
+        wide = cli(*args)
+        monkeypatch.setenv("COLUMNS", "80")
+        narrow = cli(*args)
+        assert wide.code == narrow.code == 0, (args, narrow.err)
+        _assert_prose_fits_80(wide, narrow, args)
 
 
 def test_a_wide_table_is_split_not_squeezed(capsys, monkeypatch):
@@ -513,6 +541,35 @@ def test_a_node_is_not_redefined_by_other_cpus_unless_asked(cli, db_url, binary,
     assert _count(db_url, "SELECT count(*) FROM profiles") == 2
     assert cli("profile", "cn", *PEAK, "--cpus", f"{cpus[0]},{cpus[1]}", "--redefine").code == 0
     assert _count(db_url, "SELECT n_cpus FROM nodes WHERE name = 'cn'") == 2
+
+
+def test_profile_prose_fits_80_columns(cli, db_url, binary, monkeypatch):
+    """The busy host's warning, the figures and the stored line of `profile` ran to 150 columns when piped."""
+    _busy(monkeypatch)
+    monkeypatch.setenv("COLUMNS", "80")
+    res = cli("profile", "a-node-with-a-rather-long-name", *PEAK)
+    assert res.code == 0, res.err
+    assert "warning: the host is busy" in res.err and "stored profile" in res.out, res
+    long = [line for text in (res.out, res.err) for line in text.splitlines() if len(line) > 80]
+    assert not long, long
+    assert "a-node-with-a-rather-long-name" in res.out
+
+
+def test_profile_says_its_progress_when_piped(cli, db_url, binary, monkeypatch):
+    """rich's bar draws nothing when stderr is no terminal: `profile ... | tee` or a CI log showed
+    nothing for minutes. There it prints plain lines (here one per tenth of the work, the pause
+    between lines set to 0): the configurations done, the share of the work and the time."""
+    from registry.cli import progress
+
+    monkeypatch.setattr(load, "other_measurers", lambda: [])
+    monkeypatch.setattr(progress, "PLAIN_MIN_S", 0.0)
+    res = cli("profile", "p", "--quick", "--kernels", "peak_fma,triad", "--threads", "1", "--reps", "2")
+    assert res.code == 0, res.err
+    lines = [line for line in res.err.splitlines() if line.startswith("profiling p: ")]
+    assert lines and lines[0].startswith("profiling p: 0/"), res.err
+    done = [int(re.match(r"profiling p: (\d+)/(\d+) configurations, (\d+)% done, \d+:\d\d elapsed", line).group(3))
+            for line in lines[1:]]
+    assert len(done) >= 3 and done == sorted(done), res.err
 
 
 def test_profile_quotes_the_memory_bandwidth_nodes_quotes(cli, db_url, binary, monkeypatch):

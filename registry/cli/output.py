@@ -85,14 +85,23 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
         console.print(table)
 
 
-def say(text: str, indent: int = 0) -> None:
-    """A line of prose on stdout, wrapped at spaces to the terminal's width (80 columns when piped);
-    continuation lines are indented `indent` more than the first."""
-    width = max(20, console.width)
-    lines = textwrap.wrap(text, width, subsequent_indent=" " * (len(text) - len(text.lstrip()) + indent),
-                          break_on_hyphens=False, break_long_words=False) or [""]
-    for line in lines:
-        console.print(Text(line))
+_KEEP = "\ue000"      # stands for a space inside a `command` while wrapping (a private-use character)
+
+
+def say(text: str, indent: int = 0, *, err: bool = False, style: str | None = None) -> None:
+    """A line of prose on stdout (stderr with `err`), wrapped at spaces to the terminal's width (80
+    columns when piped): a number, a name or a path is never split, nor a `command` in backquotes
+    (it moves to the next line whole); continuation lines are indented `indent` more than the first
+    (and as much as the paragraph's own indent), and each line of `text` is a paragraph."""
+    out = err_console if err else console
+    width = max(20, out.width)
+    for paragraph in text.split("\n"):
+        kept = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", _KEEP), paragraph)
+        lead = " " * (len(paragraph) - len(paragraph.lstrip()) + indent)
+        lines = textwrap.wrap(kept, width, subsequent_indent=lead, break_on_hyphens=False,
+                              break_long_words=False) or [""]
+        for line in lines:
+            out.print(Text(line.replace(_KEEP, " "), style=style or ""))
 
 
 def _cell(column: str, value, short_uids: bool) -> str:

@@ -20,7 +20,7 @@ import typer
 
 from registry import cpulist
 from registry.cli.app import app, state
-from registry.cli.output import err_console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 from registry.measure.onnode import node_cpus, thread_count
 
@@ -68,11 +68,11 @@ def run(
     threads = thread_count(cpus)
     state(ctx).close()  # no DuckDB file lock while the command runs
     runs_on = cpulist.format(cpus or sorted(os.sched_getaffinity(0)))
-    err_console.print(f"running {shlex.join(argv)} on node {node}, CPU(s) {runs_on}, {threads} thread(s), "
-                      f"{repeat} time(s)", highlight=False)
+    say(f"running {shlex.join(argv)} on node {node}, CPU(s) {runs_on}, {threads} thread(s), "
+        f"{repeat} time(s)", err=True)
 
     def progress(i: int, seconds: float) -> None:
-        err_console.print(f"  repetition {i}/{repeat}: {seconds:.3f} s", highlight=False)
+        say(f"  repetition {i}/{repeat}: {seconds:.3f} s", err=True)
 
     try:
         # with --json, stdout is nodereg's JSON alone: the command's own output goes to stderr
@@ -102,4 +102,4 @@ def run(
     else:
         print_table([{"app": app_name, "node": node, "threads": threads, "repetitions": repeat, "median_s": median,
                       "min_s": min(timing.times_s), "max_s": max(timing.times_s)}])
-    err_console.print(f"{repeat} run(s) of {app_name} on {node} stored (batch {batch})", highlight=False)
+    say(f"{repeat} run(s) of {app_name} on {node} stored (batch {batch})", err=True)
