@@ -49,6 +49,11 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
         print_table(summary["mpi"], title="MPI on this node (us per operation, ping-pong one-way; GB/s)")
 
 
+def _literal(name: str) -> str:
+    """A name inside a str.format template (a progress line), braces and all."""
+    return name.replace("{", "{{").replace("}", "}}")
+
+
 def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
     """Look at the host before measuring: wait for it (--wait-idle), refuse (--strict) or warn."""
     seen = _wait_idle(wait_idle) if wait_idle else load.sample()
@@ -193,16 +198,16 @@ def profile(
         profiler.build(prep)   # built (or found in the cache) first: a build error comes before any load warning
         seen = _check_host(wait_idle, strict)
         watch = load.Watch()
-        plain = f"profiling {node}: {{task.fields[done]}}/{{task.fields[count]}} configurations"
+        plain = f"profiling {_literal(node)}: " + "{task.fields[done]}/{task.fields[count]} configurations{task.fields[then]}"
         with Progress(*columns, console=err_console, plain=plain) as progress:
-            task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs))
+            task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs), then="")
             measured: set[int] = set()   # the count is of configurations, as the summary's; the signature
                                          # (and cachegrind) passes over some of them again are said, not counted
 
             def advance(config, weight):
                 again = id(config) in measured
                 measured.add(id(config))
-                progress.update(task, advance=weight, done=len(measured),
+                progress.update(task, advance=weight, done=len(measured), then=", signatures" if again else "",
                                 description=f"{config.ub.name} x{config.threads}" + (" (signature)" if again else ""))
                 _watch_host(watch, strict)
 
@@ -267,7 +272,8 @@ def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks
     with interrupts_reported(f"the suite profile of {node} was not finished: nothing was stored"):
         seen = _check_host(wait_idle, strict)
         watch = load.Watch()
-        with Progress(*columns, console=err_console, plain=f"profiling {node} ({suite}): {{task.description}}") as progress:
+        plain = f"profiling {_literal(node)} ({suite}): {{task.description}}"
+        with Progress(*columns, console=err_console, plain=plain) as progress:
             bar = progress.add_task(f"{len(configs)} configurations", total=total)
 
             def advance(config, weight):

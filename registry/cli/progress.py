@@ -2,8 +2,8 @@
 
 rich draws nothing when stderr is not a terminal, so `nodereg profile ... | tee log` or a CI job
 showed no sign of life for minutes (issue 32). There the same progress is said in lines on stderr:
-one when the work starts, then one at each further tenth of it or every PLAIN_EVERY_S seconds,
-whichever comes first, but never more often than PLAIN_MIN_S apart.
+one when the work starts, then, as a step of it ends, one at each further tenth of it or after
+PLAIN_EVERY_S seconds, whichever comes first, but never more often than PLAIN_MIN_S apart.
 """
 
 import time
