@@ -604,6 +604,54 @@ def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
            "regions 48%); the set covering the most is used" in said, res.out
 
 
+def test_match_names_the_openmp_regions_it_used_with_their_gaps(cli, db_url):
+    """A two-loop OpenMP program: its 2 regions (83% of the run) with the change-point segments in
+    their gaps were used, and match said "5 phases from change points ... the set covering the most
+    is used" (trial 3): the set and the rule that chose it are named."""
+    from registry.io.tracefile import Phase
+
+    trace = three_phase_trace()
+    trace.phases += [Phase("main._omp_fn.0", "omp", 0, 9, 9 / 21, 9.0, signature={"proc": {"cpu_util": 1.98,
+                                                                                              "wss_llc": 0.01}}),
+                     Phase("main._omp_fn.1", "omp", 11, 20, 9 / 21, 9.0, signature={"proc": {"cpu_util": 1.98,
+                                                                                               "wss_llc": 8.0}})]
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, trace)
+    reg.close()
+    res = cli("match", "app", "--no-store")
+    assert res.code == 0, res.err
+    said = " ".join(res.out.split())
+    assert "phases: 2 OpenMP regions covering 86% of the run, their gaps filled by 3 change-point " \
+           "segments (other sets: change points of the samples 100%); what the app declares (its markers, then " \
+           "OpenMP regions) is used when it covers at least 50% of the run" in said, res.out
+
+
+def test_a_phase_like_no_config_says_what_it_is_projected_by(cli, db_url):
+    """A phase whose signature shares no feature with the references said "its base time is kept on
+    every node" while its warning said (rightly) that the node's median ratio is used."""
+    from registry.io.tracefile import Phase
+
+    trace = three_phase_trace()
+    trace.phases.append(Phase("blind", "auto", 21, 21.05, 0.0024, 0.05, signature={"proc": {}}))
+    trace.wall_s = 21.05
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, trace)
+    reg.close()
+    res = cli("match", "app", "--no-store", "--json", "--explain")
+    blind = next(p for p in json.loads(res.out)["phases"] if p["name"] == "blind")
+    assert blind["per_node"]["fast"]["predicted_s"] != pytest.approx(0.05), blind     # not kept
+    said = " ".join(cli("match", "app", "--no-store").out.split())
+    assert "phase blind: 0.05" in said and "base time is kept" not in said, said
+    assert "nearest: none (no microbenchmark config resembles it): each node's median ratio over all " \
+           "references" in said, said
+
+
 def test_a_node_name_stays_on_one_line_at_80_columns(monkeypatch):
     """A cloud type's name (26 characters, no space) is how a row is told apart: it is not folded
     (`azure:Standa` over `rd_D160alds_` over `v7`) beside seven other columns (match --from-runs)."""

@@ -12,7 +12,7 @@ from registry.cli.app import app, state
 from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 from registry.health import MIN_DEVIATION, THRESHOLD
-from registry.values import command_line
+from registry.values import command_line, plural
 
 fleet_app = typer.Typer(help="Profile a node type on every host of a Slurm cluster; follow and collect the jobs.",
                         no_args_is_help=True)
@@ -97,7 +97,7 @@ def submit(
         sys.stdout.write(job.script())
         return
     job_id = submit_mod.submit(job)
-    say(f"submitted job {job_id}: {len(hosts)} task(s) profiling {node} on "
+    say(f"submitted job {job_id}: {plural(len(hosts), 'task')} profiling {node} on "
         f"{', '.join(hosts[:8])}{' ...' if len(hosts) > 8 else ''}; logs in {job.log_dir}. "
         f"Follow it with {command_line('nodereg', 'fleet', 'status', job_id)}")
 
@@ -143,7 +143,7 @@ def collect(ctx: typer.Context, directory: Path = typer.Argument(..., help="The 
         print_json({"bundles": [p.name for p in paths], "added": added})
         return
     detail = ", ".join(f"{n} {t}" for t, n in added.items()) or "nothing new"
-    say(f"collected {len(paths)} bundle(s) from {directory}: {detail}")
+    say(f"collected {plural(len(paths), 'bundle')} from {directory}: {detail}")
 
 
 @app.command("health")
@@ -170,5 +170,5 @@ def health(
     for t in types:
         flagged = sum(bool(h.flags) for h in t.hosts)
         columns, rows = host_rows(t)
-        print_table(rows, columns, title=f"{t.node}: {len(t.hosts)} host(s), {flagged} flagged "
+        print_table(rows, columns, title=f"{t.node}: {plural(len(t.hosts), 'host')}, {flagged} flagged "
                                          f"(beyond {threshold:g} MADs and {min_deviation:.0%} of the median)")

@@ -3,7 +3,8 @@
 import typer
 
 from registry.cli.app import app, current_reader, model_options_flag, state
-from registry.cli.match_output import interval_said, names, phase_set_said, summarise_warnings, tied_ranks
+from registry.cli.match_output import (interval_said, names, no_nearest_said, phase_set_said, summarise_warnings,
+                                        tied_ranks)
 from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 
@@ -143,7 +144,7 @@ def match(
     for phase in result.phases:
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else
-             "none (no microbenchmark config resembles it): its base time is kept on every node")
+             no_nearest_said(phase, result.base))
         serial = f", {phase.serial_share:.0%} of it on one CPU" if 0 < phase.serial_share < 1 else ""
         by = f" (projected by {phase.projected_by})" if phase.projected_by else ""
         say(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest{by}: {reason}")

@@ -28,6 +28,7 @@ from registry.models.plugins import create, model_class
 from registry.models.predictions import NodePredictions, predict_many
 from registry.trace import phases as trace_phases
 from registry.trace.lookup import FoundTrace
+from registry.values import plural
 from registry.workload import same_input
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
@@ -351,7 +352,7 @@ def _tie_warnings(phase: str, preds: Mapping[str, NodePrediction]) -> list[str]:
     first = preds.explanation(int(split[0]))["disagree"]
     lo, hi = first["ratios"]
     return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are about equally similar but "
-            f"scale differently on {len(split)} node(s) (on {preds.nodes[split[0]]}: x{lo:.2f} to x{hi:.2f} the base "
+            f"scale differently on {plural(len(split), 'node')} (on {preds.nodes[split[0]]}: x{lo:.2f} to x{hi:.2f} the base "
             "time); the signature cannot tell them apart, so the intervals were widened to cover them all"]
 
 
