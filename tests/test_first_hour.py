@@ -274,7 +274,8 @@ def test_an_app_name_is_looked_up_before_a_file_of_that_name(cli, traced, tmp_pa
     assert "note: 'app' taken as the app in the registry; for the file of that name write ./app" in res.err
     rep = cli("report", "match", "app", "--out", str(tmp_path / "m.html"))
     assert rep.code == 0 and "./app" in rep.err, rep.err
-    assert_one_line_error(cli("match", "./app"), "cannot read trace file")        # a path is a path
+    assert_one_line_error(cli("match", "./app"), "app is not a nodereg trace file (binary data, not JSON text); "
+                          "a program is traced with `nodereg trace --name APP -- ./app`")    # a path is a path
 
 
 def test_unknown_traces_are_worded_alike_in_match_and_report(cli, traced, tmp_path):
