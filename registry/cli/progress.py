@@ -1,9 +1,11 @@
 """Progress of long work: rich's bar at a terminal, plain lines elsewhere.
 
 rich draws nothing when stderr is not a terminal, so `nodereg profile ... | tee log` or a CI job
-showed no sign of life for minutes (issue 32). There the same progress is said in lines on stderr:
-one when the work starts, then, as a step of it ends, one at each further tenth of it or after
-PLAIN_EVERY_S seconds, whichever comes first, but never more often than PLAIN_MIN_S apart.
+showed no sign of life for minutes (issue 32). There the same progress is said in lines on stderr,
+each ending in `, M:SS elapsed`: as a step of the work ends, a first line once PLAIN_MIN_S seconds
+have passed, then one at each further tenth of the work or after PLAIN_EVERY_S seconds, whichever
+comes first, but never more often than PLAIN_MIN_S apart (work shorter than that prints none, so a
+quick command's output, or its one-line error, is all there is).
 """
 
 import time
@@ -25,17 +27,17 @@ def _clock(seconds: float) -> str:
 class Progress(RichProgress):
     """rich's Progress, which at a terminal it is; elsewhere its display is off and each task's state
     is printed as a line: `plain` formats it (a str.format template over `task`, as rich's columns;
-    by default the description), followed by the share done and the time elapsed (the first line,
-    when the task is added, is `plain` alone)."""
+    by default the description), followed by the share done and the time elapsed."""
 
     def __init__(self, *columns, console: Console, plain: str = "{task.description}", transient: bool = True):
         self._plain = None if console.is_terminal else plain
         super().__init__(*columns, console=console, transient=transient, disable=self._plain is not None)
-        self._said: dict[TaskID, tuple[float, float]] = {}   # task -> (when, share done) of its last line
+        self._said: dict[TaskID, tuple[float, float | None]] = {}   # task -> when and share done of its
+                                                                     # last line (None: none yet; when: added)
 
     def add_task(self, description: str, *args, **kwargs) -> TaskID:
         task_id = super().add_task(description, *args, **kwargs)
-        self._say(task_id, force=True)
+        self._said[task_id] = (time.monotonic(), None)
         return task_id
 
     def update(self, task_id: TaskID, **kwargs) -> None:
@@ -46,21 +48,17 @@ class Progress(RichProgress):
         super().advance(task_id, advance)
         self._say(task_id)
 
-    def _say(self, task_id: TaskID, force: bool = False) -> None:
+    def _say(self, task_id: TaskID) -> None:
         if self._plain is None:
             return
         with self._lock:
             task = self._tasks[task_id]
         share = task.completed / task.total if task.total else None
         now = time.monotonic()
-        when, said = self._said.get(task_id, (now, 0.0))
-        if not force and (now - when < PLAIN_MIN_S or
-                          (now - when < PLAIN_EVERY_S and (share is None or share - said < 0.1))):
+        when, said = self._said[task_id]
+        if now - when < PLAIN_MIN_S or (said is not None and now - when < PLAIN_EVERY_S and
+                                        (share is None or share - said < 0.1)):
             return
         self._said[task_id] = (now, share or 0.0)
-        line = self._plain.format(task=task)
-        if share is not None and not force:
-            line += f", {share:.0%} done"
-        if not force:
-            line += f", {_clock(task.elapsed or 0)} elapsed"
-        self.console.print(Text(line))
+        done = f", {share:.0%} done" if share is not None else ""
+        self.console.print(Text(f"{self._plain.format(task=task)}{done}, {_clock(task.elapsed or 0)} elapsed"))
