@@ -552,12 +552,17 @@ def test_a_node_is_not_redefined_by_other_cpus_unless_asked(cli, db_url, binary,
 
 
 def test_profile_prose_fits_80_columns(cli, db_url, binary, monkeypatch):
-    """The busy host's warning, the figures and the stored line of `profile` ran to 150 columns when piped."""
+    """The busy host's warning, the figures and the stored line of `profile` ran to 150 columns when
+    piped, and so did the progress lines of --wait-idle (each with the reason the host is busy)."""
+    from registry.cli import progress
+
     _busy(monkeypatch)
+    monkeypatch.setattr(progress, "PLAIN_MIN_S", 0.0)
     monkeypatch.setenv("COLUMNS", "80")
-    res = cli("profile", "a-node-with-a-rather-long-name", *PEAK)
+    res = cli("profile", "a-node-with-a-rather-long-name", *PEAK, "--wait-idle", "2")
     assert res.code == 0, res.err
     assert "warning: the host is busy" in res.err and "stored profile" in res.out, res
+    assert "waiting for an idle host, " in res.err, res.err
     long = [line for text in (res.out, res.err) for line in text.splitlines() if len(line) > 80]
     assert not long, long
     assert "a-node-with-a-rather-long-name" in res.out

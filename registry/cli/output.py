@@ -93,7 +93,11 @@ def say(text: str, indent: int = 0, *, err: bool = False, style: str | None = No
     columns when piped): a number, a name or a path is never split, nor a `command` in backquotes
     (it moves to the next line whole); continuation lines are indented `indent` more than the first
     (and as much as the paragraph's own indent), and each line of `text` is a paragraph."""
-    out = err_console if err else console
+    say_on(err_console if err else console, text, indent, style)
+
+
+def say_on(out: Console, text: str, indent: int = 0, style: str | None = None) -> None:
+    """`say` on the console `out` (a progress bar's, say)."""
     width = max(20, out.width)
     for paragraph in text.split("\n"):
         kept = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", _KEEP), paragraph)

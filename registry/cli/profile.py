@@ -105,7 +105,7 @@ def _wait_idle(wait_s: float) -> load.HostLoad:
         return seen
     say(f"the host is busy ({seen.busy()}): waiting up to {wait_s:g} s for it to calm down (--wait-idle)", err=True)
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), text_column("{task.fields[left]}"))
-    with Progress(*columns, console=err_console, plain="{task.description}, {task.fields[left]}") as progress:
+    with Progress(*columns, console=err_console, plain="waiting for an idle host, {task.fields[left]}") as progress:
         task = progress.add_task("waiting for an idle host", total=wait_s, left=f"{wait_s:.0f} s left")
         seen = load.wait_until_idle(wait_s, on_sample=lambda now, left: progress.update(
             task, completed=wait_s - left, left=f"{left:.0f} s left", description=f"busy: {now.busy()}"))
@@ -235,7 +235,7 @@ def profile(
     say(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
         f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:
-        say(f"note: {unstable} configurations kept varying between repetitions (README: unstable); "
+        say(f"note: {plural(unstable, 'configuration')} kept varying between repetitions (README: unstable); "
             "on a busy or frequency-scaling host re-run "
             f"{command_line('nodereg', 'profile', node, '--wait-idle', '600')}; "
             "`nodereg match` widens its intervals for this node meanwhile", err=True)

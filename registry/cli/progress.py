@@ -13,7 +13,8 @@ import time
 from rich.console import Console
 from rich.progress import Progress as RichProgress
 from rich.progress import TaskID
-from rich.text import Text
+
+from registry.cli.output import say_on
 
 PLAIN_EVERY_S = 15.0   # a line at least this often while the work goes on
 PLAIN_MIN_S = 2.0      # ... and at most this often (a tenth of a short job is not worth a line)
@@ -61,4 +62,4 @@ class Progress(RichProgress):
             return
         self._said[task_id] = (now, share or 0.0)
         done = f", {share:.0%} done" if share is not None else ""
-        self.console.print(Text(f"{self._plain.format(task=task)}{done}, {_clock(task.elapsed or 0)} elapsed"))
+        say_on(self.console, f"{self._plain.format(task=task)}{done}, {_clock(task.elapsed or 0)} elapsed", indent=2)
