@@ -197,6 +197,25 @@ def test_match_names_and_widens_caveated_profiles(cli, db_url, traced):
     assert "warning: fast: its profile was measured on a busy host" in cli("match", traced, "--no-store").err
 
 
+def test_a_caveat_shared_by_nodes_names_each_ones_command(cli, db_url):
+    """Two nodes profiled on a busy host shared one warning, `one, twin: its profile was measured on a
+    busy host ...; re-profile on an idle host: `nodereg profile one --wait-idle 600``: twin's command
+    was missing (trial 3)."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node in ("b", "fast", "quad"):
+            profile_at_speeds(conn, node, 2, base=node == "b")
+        store.save(conn, three_phase_trace())
+        conn.execute(sa.text("UPDATE profiles SET host_load_json = :j WHERE node_id IN "
+                             "(SELECT node_id FROM nodes WHERE name IN ('fast', 'quad'))"),
+                     {"j": json.dumps({"busy": "other processes keep 2.0 CPUs busy"})})
+    reg.close()
+    said = " ".join(cli("match", "app", "--no-store").err.split())
+    assert "warning: fast, quad: each one's profile was measured on a busy host (other processes keep 2.0 CPUs " \
+           "busy); their intervals widened x2.4; re-profile on an idle host: `nodereg profile fast --wait-idle 600` " \
+           "and `nodereg profile quad --wait-idle 600`" in said, said
+
+
 def test_configs_are_explained_in_words_and_the_base_time_is_named(cli, traced):
     from registry.match.references import config_in_words
 
