@@ -431,6 +431,9 @@ def test_match_warnings_are_said_once_per_group_of_nodes_in_words():
                        "shared, seq has no time there; projected with the remainder")
     assert said[1] == "n1, n2: its profile was measured on a busy host; its interval widened x2.4"
     assert not any("{" in w or "|" in w for w in said)
+    # trial 3: `phases 5 phases (segment 1, ...)`, and `its` for several phases
+    many = summarise_warnings([f"n1: phase p{i}: its nearest references disagree" for i in range(5)], nodes)
+    assert many == ["n1: 5 phases (p0, p1, p2, ...): each one's nearest references disagree"], many
 
 
 def test_nodes_whose_intervals_overlap_share_a_rank(cli, traced, db_url):

@@ -75,8 +75,17 @@ def _by_phase(texts: Iterable[str]) -> list[str]:
         phases.setdefault(key, [])
         if phase is not None:
             phases[key].append(phase)
-    return [f"phase{'s' if len(p) > 1 else ''} {names(p, 'phases')}: {rest}" if p else rest
-            for rest, p in phases.items()]
+    def subject(p: list[str]) -> str:
+        if len(p) > MAX_NAMES:
+            return names(p, "phases")            # `5 phases (a, b, c, ...)`
+        return f"phase{'s' if len(p) > 1 else ''} {names(p, 'phases')}"
+
+    out = []
+    for rest, p in phases.items():
+        if len(p) > 1:
+            rest = re.sub(r"^its ", "each one's ", rest)     # the text speaks of one phase
+        out.append(f"{subject(p)}: {rest}" if p else rest)
+    return out
 
 
 def summarise_warnings(warnings: Iterable[str], nodes: list[str]) -> list[str]:
