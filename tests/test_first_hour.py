@@ -619,6 +619,19 @@ def test_profile_quotes_the_memory_bandwidth_nodes_quotes(cli, db_url, binary, m
     assert "the best over each level's working sets" in res.out
 
 
+def _match_on_two_nodes(cli, db_url, trace, *args):
+    """`match app --no-store` of `trace` on nodes b (its base) and fast."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, trace)
+    reg.close()
+    res = cli("match", "app", "--no-store", *args)
+    assert res.code == 0, res.err
+    return res
+
+
 def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
     """A two-loop program's trace held 3 OpenMP regions and 3 segments, and match used one set, then
     the other, without a word: it now names the set, its coverage and the rule."""
@@ -627,14 +640,7 @@ def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
     trace = three_phase_trace()
     trace.phases.append(Phase("main._omp_fn.0", "omp", 0, 10, 10 / 21, 10.0,
                               signature={"proc": {"cpu_util": 1.98, "wss_llc": 0.01}}))
-    reg = open_registry(db_url)
-    with reg.begin() as conn:
-        for node, cpus in (("b", 2), ("fast", 2)):
-            profile_at_speeds(conn, node, cpus, base=node == "b")
-        store.save(conn, trace)
-    reg.close()
-    res = cli("match", "app", "--no-store")
-    assert res.code == 0, res.err
+    res = _match_on_two_nodes(cli, db_url, trace)
     said = " ".join(res.out.split())
     assert "phases: 3 phases from change points of the samples, covering 100% of the run (other sets: OpenMP " \
            "regions 48%); the set covering the most is used" in said, res.out
@@ -651,14 +657,7 @@ def test_match_names_the_openmp_regions_it_used_with_their_gaps(cli, db_url):
                                                                                               "wss_llc": 0.01}}),
                      Phase("main._omp_fn.1", "omp", 11, 20, 9 / 21, 9.0, signature={"proc": {"cpu_util": 1.98,
                                                                                                "wss_llc": 8.0}})]
-    reg = open_registry(db_url)
-    with reg.begin() as conn:
-        for node, cpus in (("b", 2), ("fast", 2)):
-            profile_at_speeds(conn, node, cpus, base=node == "b")
-        store.save(conn, trace)
-    reg.close()
-    res = cli("match", "app", "--no-store")
-    assert res.code == 0, res.err
+    res = _match_on_two_nodes(cli, db_url, trace)
     said = " ".join(res.out.split())
     assert "phases: 2 OpenMP regions covering 86% of the run, their gaps filled by 3 change-point " \
            "segments (other sets: change points of the samples 100%); what the app declares (its markers, then " \
@@ -673,13 +672,7 @@ def test_a_phase_like_no_config_says_what_it_is_projected_by(cli, db_url):
     trace = three_phase_trace()
     trace.phases.append(Phase("blind", "auto", 21, 21.05, 0.0024, 0.05, signature={"proc": {}}))
     trace.wall_s = 21.05
-    reg = open_registry(db_url)
-    with reg.begin() as conn:
-        for node, cpus in (("b", 2), ("fast", 2)):
-            profile_at_speeds(conn, node, cpus, base=node == "b")
-        store.save(conn, trace)
-    reg.close()
-    res = cli("match", "app", "--no-store", "--json", "--explain")
+    res = _match_on_two_nodes(cli, db_url, trace, "--json", "--explain")
     blind = next(p for p in json.loads(res.out)["phases"] if p["name"] == "blind")
     assert blind["per_node"]["fast"]["predicted_s"] != pytest.approx(0.05), blind     # not kept
     said = " ".join(cli("match", "app", "--no-store").out.split())
