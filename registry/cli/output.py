@@ -63,7 +63,7 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
     characters unless `short_uids` is False (`nodereg sql` shows what was asked for)."""
     columns = list(columns or (rows[0].keys() if rows else []))
     if not rows:
-        err_console.print(empty)
+        say(empty, err=True)
         return
     cells = {c: [_cell(c, r.get(c), short_uids) for r in rows] for c in columns}
     numeric = {c: all(isinstance(plain(r.get(c)), (int, float)) or r.get(c) is None for r in rows) for c in columns}
