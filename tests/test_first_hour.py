@@ -697,3 +697,7 @@ def test_a_node_name_stays_on_one_line_at_80_columns(monkeypatch):
                          "cpu_family": "Zen 5", "arch": "x86_64", "cost": "1.23 USD",
                          "warnings": "predicted from x86_64 runs only"}])
     assert any(name in line for line in out.getvalue().splitlines()), out.getvalue()
+    # nor a model's (evaluate's table had `geekbench-ra` over `tio`, trial 3)
+    output.print_table([{"model": "geekbench-ratio", "apps": 3, "MAPE": 17.86, "med APE %": 13.4, "top-1 %": 33.33,
+                         "top-3 %": 100, "regret %": 26.03, "s": 0.05, "error": "failed (see below)"}])
+    assert any("geekbench-ratio" in line for line in out.getvalue().splitlines()), out.getvalue()

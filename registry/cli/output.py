@@ -47,7 +47,7 @@ def print_json(obj) -> None:
 
 SHORT_UID = 8   # characters of a uid a table shows (as `nodereg health` does); commands take unique prefixes
 _NAME_FLOOR = 32  # a naming column (nodes like `azure:Standard_D160alds_v7`) is kept whole up to this
-_NAMING = ("name", "node", "app", "host")
+_NAMING = ("name", "node", "app", "host", "model", "model_name")
 _SMALL_NEED = 8   # a column this close to its unwrapped width gets it before wide text columns share the rest
 _TEXT_FLOOR = 12  # a text column is not made narrower than this (or its longest word, if shorter)
 _HEADER_BREAK = re.compile(r"(?<=[_ ])")   # header names wrap after an underscore or a space, never mid-word
