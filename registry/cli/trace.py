@@ -148,6 +148,11 @@ def trace(
     spinner = []  # no live display while the command runs: its own output owns the terminal
 
     def status(message: str) -> None:
+        """A long step after the run (a valgrind pass): a spinner at a terminal, a line elsewhere (a
+        spinner draws nothing there, and these steps take 20-100 times the run)."""
+        if not err_console.is_terminal:
+            say(f"{message} ...", err=True)
+            return
         spinner.append(err_console.status(Text(message)))
         spinner[-1].start()
 
