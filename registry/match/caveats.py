@@ -139,13 +139,21 @@ def apply(result, caveats: list[Caveat], base: str) -> None:
         scope = "every node's interval widened" if on_base else ("its interval widened" if len(same) == 1 else
                                                                   "their intervals widened")
         names = ", ".join(c.node for c in same[:3]) + (f" and {len(same) - 3} more" if len(same) > 3 else "")
+        if len(same) > 1:     # the details speak of one node's profile
+            detail = detail.replace("its profile", "each one's profile")
         result.warnings.append(f"{names}: {detail}; {scope} x{f:.2g}" + (" (base node)" if on_base else "")
-                               + _advice(same[0]))
+                               + _advice(same))
 
 
-def _advice(c: Caveat) -> str:
-    if c.kind == "extrapolated":
+def _advice(same: list[Caveat]) -> str:
+    """The command that lifts the caveat, for each node of the group (up to 3; beyond, its form)."""
+    kind = same[0].kind
+    if kind == "extrapolated":
         return ""
-    if c.kind == "partial":
-        return f"; {command_line('nodereg', 'profile', c.node)} measures all of it"
-    return f"; re-profile on an idle host: {command_line('nodereg', 'profile', c.node, '--wait-idle', '600')}"
+    extra = () if kind == "partial" else ("--wait-idle", "600")
+    nodes = [c.node for c in same] if len(same) <= 3 else ["NODE"]
+    commands = " and ".join(command_line("nodereg", "profile", n, *extra) for n in nodes)
+    each = " on each" if len(same) > 3 else ""
+    if kind == "partial":
+        return f"; {commands}{each} {'measures' if len(nodes) == 1 else 'measure'} all of it"
+    return f"; re-profile on an idle host: {commands}{each}"
