@@ -94,7 +94,10 @@ def pack_all(conn: sa.Connection) -> int:
     registry held before it); returns the rows written."""
     ids = conn.execute(sa.text("SELECT profile_id FROM profiles WHERE profile_id NOT IN "
                                "(SELECT profile_id FROM profile_vectors)")).scalars().all()
-    return store_vectors(conn, ids)
+    written = store_vectors(conn, ids)
+    if conn.dialect.name == "postgresql":   # its planner plans v_profile_summary with them (a table just filled)
+        conn.execute(sa.text("ANALYZE profile_vectors"))
+    return written
 
 
 def read_packed(conn: sa.Connection, sql: str, params: dict) -> tuple[np.ndarray, np.ndarray]:

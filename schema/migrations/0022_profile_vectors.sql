@@ -5,7 +5,8 @@
 -- of a profile packs them once (registry/profile/vectors.py: the same SQL; `data` is an array of
 -- (config_id int32, level int8, throughput float64) little-endian records in run order), and this
 -- migration's Python step packs the profiles already stored (registry/db/migrate.py COMPLETIONS).
--- v_profile_summary gives every profile's counts, from its packed row or else from its runs.
+-- v_profile_summary gives every profile's counts, from its packed row or else from its runs (driven by
+-- the profiles without one, so that a fully packed registry's runs are not scanned).
 -- Derived data: bundles leave it out and the importer packs again. Portable SQL: DuckDB and PostgreSQL
 -- (BYTEA is DuckDB's BLOB).
 CREATE TABLE profile_vectors (
@@ -20,9 +21,10 @@ CREATE TABLE profile_vectors (
 CREATE VIEW v_profile_summary AS
 SELECT profile_id, runs, unstable, cv_runs, cv2_sum FROM profile_vectors
 UNION ALL
-SELECT r.profile_id, count(*) AS runs, sum(CASE WHEN r.unstable THEN 1 ELSE 0 END) AS unstable,
+SELECT p.profile_id, count(*) AS runs, sum(CASE WHEN r.unstable THEN 1 ELSE 0 END) AS unstable,
        count(r.cv) AS cv_runs, sum(r.cv * r.cv) AS cv2_sum
-FROM profile_runs r
-WHERE NOT EXISTS (SELECT 1 FROM profile_vectors v WHERE v.profile_id = r.profile_id)
-GROUP BY r.profile_id
+FROM profiles p
+JOIN profile_runs r ON r.profile_id = p.profile_id
+WHERE NOT EXISTS (SELECT 1 FROM profile_vectors v WHERE v.profile_id = p.profile_id)
+GROUP BY p.profile_id
 ;
