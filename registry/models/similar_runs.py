@@ -22,6 +22,8 @@ spirit; calibrated on apps, not on the app predicted).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from registry.errors import UserError
@@ -35,6 +37,8 @@ IS_APP = "meta.app"
 OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much
 TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
+SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean error (None: no such prior)
+MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
 
@@ -76,6 +80,18 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
     share = den / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((den > 0) & (share >= MIN_WEIGHT_SHARE), num / den, np.nan)
+
+
+def reliability_factor(E: np.ndarray, sharpness: float) -> np.ndarray:
+    """exp(-(E - min E) / sharpness) along the last axis; a reference without a track record gets the
+    worst one's factor (1 everywhere where none has one)."""
+    ok = np.isfinite(E)
+    worst = np.max(np.where(ok, E, -np.inf), axis=-1, keepdims=True)
+    E = np.where(ok, E, worst)
+    best = np.min(E, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        factor = np.exp(-(E - best) / sharpness)
+    return np.where(np.isfinite(factor), factor, 1.0)
 
 
 def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
@@ -159,13 +175,52 @@ class SimilarRunsModel(ProjectionModel):
             others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
         return others
 
-    def _prior(self, single: bool, app_weight: float) -> np.ndarray:
+    def _prior(self, single: bool, choice: tuple[float, float | None]) -> np.ndarray:
+        """The references' prior weights for a query of this thread class under a grid choice (app
+        weight, sharpness): with a sharpness, times each reference's track record (`track_records`)."""
         f = self.fitted
-        return np.where(f["single"] == single, 1.0, OTHER_THREAD_PRIOR) * np.where(f["app"], app_weight, 1.0)
+        weight, sharp = choice
+        prior = np.where(f["single"] == single, 1.0, OTHER_THREAD_PRIOR) * np.where(f["app"], weight, 1.0)
+        if sharp:
+            prior = prior * reliability_factor(self._track_records(single)[0], sharp)
+        return prior
 
-    def _choose(self, single: bool) -> tuple[float, float, np.ndarray]:
-        """(tolerance, app weight, per-node half width of the interval) for queries of this thread
-        class, by predicting each reference app of the class from the others (family left out)."""
+    def _track_records(self, single: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(E, E_minus, target families): E[r] is reference r's mean absolute log error as a single ratio
+        (offset from the calibration nodes) predicting the reference apps of this thread class on the
+        scored nodes, averaged per app family (pairs of one family not scored), then over families, so
+        that 68 compression variants count as one family; E_minus[r, g] leaves family g out, for an
+        inner target of family g (its own errors must not choose its references)."""
+        f = self.fitted
+        key = bool(single)
+        cache = f.setdefault("track", {})
+        if key in cache:
+            return cache[key]
+        targets = self.inner_targets(single)
+        fam = family_codes(f["refs"])
+        L = f["L"][:, self.scored_nodes()]
+        Fm = f["F"].mean(axis=1)
+        errs = np.full((len(f["refs"]), len(targets)), np.nan)
+        tf = fam[targets]
+        groups = np.unique(tf)
+        with warnings.catch_warnings():   # a reference measured on none of a target's nodes: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for j, t in enumerate(targets):
+                errs[:, j] = np.nanmean(np.abs(L + (Fm[t] - Fm)[:, None] - L[t][None, :]), axis=1)
+            errs[fam[:, None] == tf[None, :]] = np.nan
+            per = np.column_stack([np.nanmean(errs[:, tf == g], axis=1) for g in groups])   # R x G
+        ok = np.isfinite(per)
+        vals = np.where(ok, per, 0.0)
+        total, count = vals.sum(axis=1), ok.sum(axis=1)
+        E = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        left = count[:, None] - ok
+        E_minus = np.where(left > 0, (total[:, None] - vals) / np.maximum(left, 1), np.nan)
+        cache[key] = (E, E_minus, groups)
+        return cache[key]
+
+    def _choose(self, single: bool) -> tuple[float, tuple, np.ndarray]:
+        """(tolerance, (app weight, sharpness), per-node half width of the interval) for queries of this
+        thread class, by predicting each reference app of the class from the others (family left out)."""
         f = self.fitted
         key = bool(single)
         if key in f["choice"]:
@@ -174,16 +229,25 @@ class SimilarRunsModel(ProjectionModel):
         fam = family_codes(f["refs"])
         others = self.scored_nodes()
         L = f["L"][:, others]
-        grid = [(t, a) for t in ((self.tolerance,) if self.tolerance else TOLERANCES) for a in APP_WEIGHTS]
+        if len(set(fam[targets])) >= MIN_TRACK_FAMILIES:
+            _, E_minus, groups = self._track_records(single)
+            column = np.searchsorted(groups, fam[targets])
+            sharps = (None,) + SHARPNESS
+        else:
+            sharps = (None,)
+        grid = [(t, a, h) for t in ((self.tolerance,) if self.tolerance else TOLERANCES) for a in APP_WEIGHTS
+                for h in sharps]
         best = None
-        for tol, weight in grid:
-            prior = np.tile(self._prior(single, weight), (len(targets), 1))
+        for tol, weight, sharp in grid:
+            prior = np.tile(self._prior(single, (weight, None)), (len(targets), 1))
+            if sharp:
+                prior = prior * reliability_factor(E_minus[:, column].T, sharp)
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
             pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
             err = np.abs(pred - L[targets])
             score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
             if best is None or score < best[0]:
-                best = (score, tol, weight, err, pred)
+                best = (score, tol, (weight, sharp), err, pred)
         _, tol, weight, err, pred = best
         f["inner"][key] = (targets, others, pred)
         glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
@@ -209,7 +273,7 @@ class SimilarRunsModel(ProjectionModel):
         tol, weight, half = self._choose(single)
         log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
-                                {"tolerance": tol, "app_weight": weight})
+                                {"tolerance": tol, "app_weight": weight[0], "track_sharpness": weight[1]})
 
     # -- storage -------------------------------------------------------------------------------
 
