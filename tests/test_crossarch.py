@@ -15,6 +15,8 @@ from registry.crossarch.data import CrossData, app_family
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
 from registry.models.plugins import create
+from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, family_codes,
+                                          reliability_factor)
 from conftest import assert_one_line_error, both_backends
 from crossarch_synth import FAMILIES, synthetic_nodes
 
@@ -159,6 +161,43 @@ def test_similar_runs_saved_and_loaded_predicts_the_same():
     a, b = model.predict(q, ["Zen3-3", "Graviton4-2"]), back.predict(q, ["Zen3-3", "Graviton4-2"])
     flat = lambda preds: [v for p in preds for v in (p.predicted_s, p.low_s, p.high_s)]  # noqa: E731
     assert flat(a) == pytest.approx(flat(b))
+
+
+def test_similar_runs_track_record_down_weights_an_erratic_reference():
+    """A micro-benchmark that is erratic from node to node predicts the reference apps of other families
+    badly: its track record (mean error, per app family, then over families) is far worse than a clean
+    config's, so the prior all but drops it; the track record that chooses an inner target's references
+    leaves the target's own family out."""
+    data, _ = world()
+    rng = np.random.default_rng(7)
+    data.costs["sc:erratic:1t"] = np.exp(rng.normal(0, 0.5, len(data.nodes)))
+    refs = ReferenceBank(data).reference_set(app_family("compression:lz4-1:compress:1t"),
+                                             ["Zen4-0", "Graviton3-1", "IceLake-2"])
+    model = create("similar-runs").fit(refs)
+    E, E_minus, groups = model._track_records(True)
+    rows = model.fitted["refs"]
+    erratic, clean = rows.index("sc:erratic:1t"), rows.index("sc:micro2:1t")
+    assert E[erratic] > 2 * E[clean]
+    factor = reliability_factor(E, 0.02)
+    assert factor.max() == 1.0 and factor[erratic] < 1e-3 * factor[clean]
+    # leaving one family out: the mean over the other families' means
+    families = family_codes(rows)
+    targets = model.inner_targets(True)
+    gb = families[rows.index("geekbench:alpha:single")]
+    g = int(np.searchsorted(groups, gb))
+    others = [t for t in targets if families[t] not in (gb, families[clean])]
+    L = model.fitted["L"][:, model.scored_nodes()]
+    F = model.fitted["F"].mean(axis=1)
+    per_family = {}
+    for t in others:
+        per_family.setdefault(families[t], []).append(
+            np.nanmean(np.abs(L[clean] + F[t] - F[clean] - L[t])))
+    assert E_minus[clean, g] == pytest.approx(np.mean([np.mean(v) for v in per_family.values()]))
+    tol, choice, _ = model._choose(True)
+    assert choice.sharpness in (None, *SHARPNESS) and choice.other in (OTHER_THREAD_PRIOR, *OTHER_THREAD_PRIORS)
+    explained = model.predict(query("compression:lz4-1:compress:1t", data.times["compression:lz4-1:compress:1t"],
+                                    ["Zen4-0", "Graviton3-1", "IceLake-2"], True), ["Zen3-3"])[0].explanation
+    assert explained["tolerance"] == tol and explained["sharpness"] == choice.sharpness
 
 
 # ------------------------------------------------------------------------ through the CLI and a registry

@@ -23,6 +23,7 @@ spirit; calibrated on apps, not on the app predicted).
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,13 +35,21 @@ from registry.models.options import Option
 CAL = "cal."
 SINGLE = "meta.single"
 IS_APP = "meta.app"
-OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much
+OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much (by default)
+OTHER_THREAD_PRIORS = (1e-2, 1e-1)   # tried by the inner cross-validation (an app may scale like the other class)
 TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
 SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean error (None: no such prior)
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
+
+
+class Choice(NamedTuple):
+    """The prior's hyper-parameters that the inner cross-validation chooses (SimilarRunsModel._choose)."""
+    app_weight: float
+    sharpness: float | None = None       # of the track-record prior (None: none)
+    other: float = OTHER_THREAD_PRIOR    # weight of the references of the other thread class
 
 
 def pattern_columns(columns: list[str]) -> list[str]:
@@ -175,14 +184,13 @@ class SimilarRunsModel(ProjectionModel):
             others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
         return others
 
-    def _prior(self, single: bool, choice: tuple[float, float | None]) -> np.ndarray:
-        """The references' prior weights for a query of this thread class under a grid choice (app
-        weight, sharpness): with a sharpness, times each reference's track record (`track_records`)."""
+    def _prior(self, single: bool, choice: Choice) -> np.ndarray:
+        """The references' prior weights for a query of this thread class under a grid choice: the app
+        weight, the other thread class's weight, and with a sharpness each reference's track record."""
         f = self.fitted
-        weight, sharp = choice
-        prior = np.where(f["single"] == single, 1.0, OTHER_THREAD_PRIOR) * np.where(f["app"], weight, 1.0)
-        if sharp:
-            prior = prior * reliability_factor(self._track_records(single)[0], sharp)
+        prior = np.where(f["single"] == single, 1.0, choice.other) * np.where(f["app"], choice.app_weight, 1.0)
+        if choice.sharpness:
+            prior = prior * reliability_factor(self._track_records(single)[0], choice.sharpness)
         return prior
 
     def _track_records(self, single: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -218,9 +226,11 @@ class SimilarRunsModel(ProjectionModel):
         cache[key] = (E, E_minus, groups)
         return cache[key]
 
-    def _choose(self, single: bool) -> tuple[float, tuple, np.ndarray]:
-        """(tolerance, (app weight, sharpness), per-node half width of the interval) for queries of this
-        thread class, by predicting each reference app of the class from the others (family left out)."""
+    def _choose(self, single: bool) -> tuple[float, Choice, np.ndarray]:
+        """(tolerance, Choice, per-node half width of the interval) for queries of this thread class, by
+        predicting each reference app of the class from the others (family left out): the tolerance
+        and app weight over their grid, then (coordinate-wise, each kept only if it lowers the inner
+        error) the track record's sharpness, the other thread class's weight, and the tolerance again."""
         f = self.fitted
         key = bool(single)
         if key in f["choice"]:
@@ -229,26 +239,30 @@ class SimilarRunsModel(ProjectionModel):
         fam = family_codes(f["refs"])
         others = self.scored_nodes()
         L = f["L"][:, others]
+        track = None
         if len(set(fam[targets])) >= MIN_TRACK_FAMILIES:
             _, E_minus, groups = self._track_records(single)
-            column = np.searchsorted(groups, fam[targets])
-            sharps = (None,) + SHARPNESS
-        else:
-            sharps = (None,)
-        grid = [(t, a, h) for t in ((self.tolerance,) if self.tolerance else TOLERANCES) for a in APP_WEIGHTS
-                for h in sharps]
-        best = None
-        for tol, weight, sharp in grid:
-            prior = np.tile(self._prior(single, (weight, None)), (len(targets), 1))
-            if sharp:
-                prior = prior * reliability_factor(E_minus[:, column].T, sharp)
+            track = E_minus[:, np.searchsorted(groups, fam[targets])].T
+
+        def inner(tol: float, choice: Choice) -> tuple:
+            prior = np.tile(self._prior(single, choice._replace(sharpness=None)), (len(targets), 1))
+            if choice.sharpness:
+                prior = prior * reliability_factor(track, choice.sharpness)
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
             pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
             err = np.abs(pred - L[targets])
-            score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
-            if best is None or score < best[0]:
-                best = (score, tol, (weight, sharp), err, pred)
-        _, tol, weight, err, pred = best
+            return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
+
+        tolerances = (self.tolerance,) if self.tolerance else TOLERANCES
+        best = min((inner(t, Choice(a)) for t in tolerances for a in APP_WEIGHTS), key=lambda r: r[0])
+        for field, values in (("sharpness", SHARPNESS if track is not None else ()), ("other", OTHER_THREAD_PRIORS)):
+            start = best
+            for value in values:
+                tried = inner(start[1], start[2]._replace(**{field: value}))
+                if tried[0] < best[0]:
+                    best = tried
+        _, tol, weight, err, pred = min([best] + [inner(t, best[2]) for t in tolerances if t != best[1]],
+                                        key=lambda r: r[0])
         f["inner"][key] = (targets, others, pred)
         glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
         half = np.full(len(f["nodes"]), glob)
@@ -273,7 +287,7 @@ class SimilarRunsModel(ProjectionModel):
         tol, weight, half = self._choose(single)
         log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
-                                {"tolerance": tol, "app_weight": weight[0], "track_sharpness": weight[1]})
+                                {"tolerance": tol, **weight._asdict()})
 
     # -- storage -------------------------------------------------------------------------------
 
