@@ -15,8 +15,8 @@ from registry.crossarch.data import CrossData, app_family
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
 from registry.models.plugins import create
-from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, family_codes,
-                                          reliability_factor)
+from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, Choice,
+                                          family_codes, reliability_factor)
 from conftest import assert_one_line_error, both_backends
 from crossarch_synth import FAMILIES, synthetic_nodes
 
@@ -195,9 +195,36 @@ def test_similar_runs_track_record_down_weights_an_erratic_reference():
     assert E_minus[clean, g] == pytest.approx(np.mean([np.mean(v) for v in per_family.values()]))
     tol, choice, _ = model._choose(True)
     assert choice.sharpness in (None, *SHARPNESS) and choice.other in (OTHER_THREAD_PRIOR, *OTHER_THREAD_PRIORS)
-    explained = model.predict(query("compression:lz4-1:compress:1t", data.times["compression:lz4-1:compress:1t"],
-                                    ["Zen4-0", "Graviton3-1", "IceLake-2"], True), ["Zen3-3"])[0].explanation
-    assert explained["tolerance"] == tol and explained["sharpness"] == choice.sharpness
+
+
+def test_similar_runs_chooses_per_query_among_the_settings_the_inner_cv_tried():
+    """With 3 calibration nodes the setting is the one that did best on the reference apps whose pattern
+    resembles the query's (one of those the inner cross-validation tried); with 1 node, where every
+    pattern is alike, the thread class's choice."""
+    data, _ = world()
+    app = "compression:lz4-1:compress:1t"
+    for cal_nodes in (["Zen4-0", "Graviton3-1", "IceLake-2"], ["Zen4-0"]):
+        model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+        explained = model.predict(query(app, data.times[app], cal_nodes, True), ["Zen3-3"])[0].explanation
+        tol, choice, _ = model._choose(True)
+        setting = (explained["tolerance"], Choice(explained["app_weight"], explained["sharpness"], explained["other"]))
+        tried = [(t, c) for t, c, _, _ in model.fitted["tried"][True]]
+        assert setting in tried and len(set(tried)) > 1
+        if len(cal_nodes) == 1:
+            assert setting == (tol, choice)
+    # the query exactly like one reference app of a family of its own: its best setting wins
+    cal_nodes = ["Zen4-0", "Graviton3-1", "IceLake-2"]
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    model._choose(True)
+    rows = model.fitted["refs"]
+    twin = rows.index("compression:zstd-1:compress:1t")
+    targets = list(model.inner_targets(True))
+    tried = model.fitted["tried"][True]
+    model.tolerance = None
+    q = model.fitted["F"][twin]
+    local_tol, local, _ = model._local_choice(True, q)
+    errors = {(t, c): per[targets.index(twin)] for t, c, per, _ in tried}
+    assert errors[(local_tol, local)] <= np.median(list(errors.values()))
 
 
 # ------------------------------------------------------------------------ through the CLI and a registry

@@ -160,6 +160,7 @@ class SimilarRunsModel(ProjectionModel):
                        "refs": [feats.rows[i] for i in np.flatnonzero(keep)],
                        "F": F[keep], "L": ratio.values[keep], "single": np.nan_to_num(meta[SINGLE]) > 0.5,
                        "app": np.nan_to_num(meta[IS_APP]) > 0.5}
+        self.fitted["tried"] = {}    # per query thread class: every (tolerance, Choice, per-app error, errors) tried
         self.fitted["choice"] = {}   # per query thread class: (tolerance, app weight, half widths per node)
         self.fitted["inner"] = {}    # per query thread class: (reference apps, nodes, their inner-CV log predictions)
         return self
@@ -251,26 +252,60 @@ class SimilarRunsModel(ProjectionModel):
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
             pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
             err = np.abs(pred - L[targets])
+            with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                tried.append((tol, choice, np.nanmedian(err, axis=1), err))
             return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
+
+        tried = f["tried"].setdefault(key, [])
 
         tolerances = (self.tolerance,) if self.tolerance else TOLERANCES
         best = min((inner(t, Choice(a)) for t in tolerances for a in APP_WEIGHTS), key=lambda r: r[0])
         for field, values in (("sharpness", SHARPNESS if track is not None else ()), ("other", OTHER_THREAD_PRIORS)):
             start = best
             for value in values:
-                tried = inner(start[1], start[2]._replace(**{field: value}))
-                if tried[0] < best[0]:
-                    best = tried
+                candidate = inner(start[1], start[2]._replace(**{field: value}))
+                if candidate[0] < best[0]:
+                    best = candidate
         _, tol, weight, err, pred = min([best] + [inner(t, best[2]) for t in tolerances if t != best[1]],
                                         key=lambda r: r[0])
         f["inner"][key] = (targets, others, pred)
-        glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
-        half = np.full(len(f["nodes"]), glob)
-        per = column_quantile(err, self.coverage, at_least=10)
-        # a node's own quantile where enough apps say so, else the pooled one; nodes not scored: pooled
-        half[others] = np.where(np.isfinite(per), per, glob)
-        f["choice"][key] = (tol, weight, half)
+        f["choice"][key] = (tol, weight, self._half_widths(err))
         return f["choice"][key]
+
+    def _half_widths(self, err: np.ndarray) -> np.ndarray:
+        """Per node, the interval's half width in log units from the inner cross-validation's absolute
+        errors (targets x scored nodes): a node's own quantile where enough apps say so, else the pooled
+        one; nodes not scored: pooled."""
+        glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
+        half = np.full(len(self.fitted["nodes"]), glob)
+        per = column_quantile(err, self.coverage, at_least=10)
+        half[self.scored_nodes()] = np.where(np.isfinite(per), per, glob)
+        return half
+
+    def _local_choice(self, single: bool, q: np.ndarray) -> tuple[float, Choice, np.ndarray]:
+        """The hyper-parameters for one query: of every setting the inner cross-validation tried, the one
+        with the lowest error on the reference apps whose pattern resembles the query's (weight
+        exp(-SSE / 2s^2), s the class's chosen tolerance, each app family counted once). With one
+        calibration node every pattern is alike: the class's choice."""
+        f = self.fitted
+        tol, choice, half = self._choose(single)
+        if len(q) < 2 or self.tolerance:
+            return tol, choice, half
+        targets = self.inner_targets(single)
+        fam = family_codes(f["refs"])[targets]
+        patterns = f["F"][targets]
+        gaps = q[None, :] - patterns
+        sse = ((gaps - gaps.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+        v = np.exp(-(sse - sse.min()) / (2 * tol ** 2)) / np.bincount(fam)[fam]
+        scores = []
+        for _, _, per_app, _ in f["tried"][bool(single)]:
+            ok = np.isfinite(per_app)
+            scores.append((v[ok] * per_app[ok]).sum() / max(v[ok].sum(), 1e-300) if ok.any() else np.inf)
+        local_tol, local, _, err = f["tried"][bool(single)][int(np.argmin(scores))]
+        if (local_tol, local) == (tol, choice):
+            return tol, choice, half
+        return local_tol, local, self._half_widths(err)
 
     # -- predict -------------------------------------------------------------------------------
 
@@ -284,7 +319,7 @@ class SimilarRunsModel(ProjectionModel):
             raise UserError(f"similar-runs: the query has no value for {', '.join(missing[:3])}")
         q = np.array([float(sig[c]) for c in f["columns"]])
         single = float(sig.get(SINGLE, 0.0)) > 0.5
-        tol, weight, half = self._choose(single)
+        tol, weight, half = self._local_choice(single, q)
         log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
                                 {"tolerance": tol, **weight._asdict()})
@@ -309,5 +344,5 @@ class SimilarRunsModel(ProjectionModel):
                             "L": np.array([[np.nan if v is None else v for v in row] for row in params["L"]],
                                           dtype=float),
                             "single": np.array(params["single"], dtype=bool),
-                            "app": np.array(params["app"], dtype=bool), "choice": {}, "inner": {}}
+                            "app": np.array(params["app"], dtype=bool), "choice": {}, "inner": {}, "tried": {}}
         return model
