@@ -251,6 +251,11 @@ class SimilarRunsModel(ProjectionModel):
                 prior = prior * reliability_factor(track, choice.sharpness)
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
             pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
+            plain = (tol, choice.app_weight)
+            if choice == Choice(choice.app_weight):
+                plain_pred[plain] = pred
+            else:   # where its references were not measured, the plain prior's prediction (as predict does)
+                pred = np.where(np.isnan(pred), plain_pred[plain], pred)
             err = np.abs(pred - L[targets])
             with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -258,6 +263,7 @@ class SimilarRunsModel(ProjectionModel):
             return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
 
         tried = f["tried"].setdefault(key, [])
+        plain_pred: dict = {}   # (tolerance, app weight) -> the inner predictions with the plain prior
 
         tolerances = (self.tolerance,) if self.tolerance else TOLERANCES
         best = min((inner(t, Choice(a)) for t in tolerances for a in APP_WEIGHTS), key=lambda r: r[0])
@@ -321,6 +327,12 @@ class SimilarRunsModel(ProjectionModel):
         single = float(sig.get(SINGLE, 0.0)) > 0.5
         tol, weight, half = self._local_choice(single, q)
         log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
+        if weight != Choice(weight.app_weight) and np.isnan(log).any():
+            # a track record or the other class's weight can put the weight on a few references; a node
+            # where those were not measured gets the plain prior's prediction, not none
+            plain = weighted_projection(f["F"], f["L"], q[None, :],
+                                        self._prior(single, Choice(weight.app_weight))[None, :], tol)[0]
+            log = np.where(np.isnan(log), plain, log)
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
                                 {"tolerance": tol, **weight._asdict()})
 
