@@ -15,7 +15,11 @@ and the prior decides: references of the app's thread class (1 CPU or all), appl
 The tolerance s and ``app_weight`` are not tuned by hand: each fit chooses them from a small grid by
 predicting every reference application from the others (its whole family left out) with the same
 calibration nodes, scored by the median absolute error on the other nodes: nested cross-validation
-inside the reference data. The residuals of that choice give the intervals: per node, the quantile
+inside the reference data. The same inner cross-validation then decides, coordinate-wise, whether
+the prior also weighs each reference by its track record (how well it alone predicts the reference
+apps of other families) and how much the other thread class counts (an app named all-CPU may scale
+like one-CPU references); each query then takes, of the settings tried, the one that did best on the
+reference apps whose pattern resembles its own (docs/crossarch.md). The residuals of that choice give the intervals: per node, the quantile
 of the reference applications' absolute log errors at the nominal coverage (split-conformal in
 spirit; calibrated on apps, not on the app predicted).
 """
