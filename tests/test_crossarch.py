@@ -227,6 +227,27 @@ def test_similar_runs_chooses_per_query_among_the_settings_the_inner_cv_tried():
     assert errors[(local_tol, local)] <= np.median(list(errors.values()))
 
 
+def test_a_node_the_favoured_references_miss_gets_the_plain_priors_prediction():
+    """A sharp track record puts the weight on a few references; on a node where none of those was
+    measured the plain prior's prediction serves (before: no prediction, the weight-share rule)."""
+    data, _ = world()
+    app, cal_nodes, bare = "compression:lz4-1:compress:1t", ["Zen4-0", "Graviton3-1", "IceLake-2"], "Zen3-3"
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    tol, plain, half = model._choose(True)
+    sharp = plain._replace(sharpness=0.001)
+    favoured = reliability_factor(model._track_records(True)[0], 0.001) > 1e-6
+    column = model.fitted["nodes"].index(bare)
+    model.fitted["L"][favoured, column] = np.nan
+    model.tolerance = tol   # one setting: the per-query choice keeps it
+    q = query(app, data.times[app], cal_nodes, True)
+    model.fitted["choice"][True] = (tol, sharp, half)
+    got = model.predict(q, [bare, "Zen3-4"])
+    model.fitted["choice"][True] = (tol, Choice(plain.app_weight), half)
+    want = model.predict(q, [bare])
+    assert np.isfinite(got[0].predicted_s) and got[0].predicted_s == pytest.approx(want[0].predicted_s)
+    assert got[0].explanation["sharpness"] == 0.001 and np.isfinite(got[1].predicted_s)
+
+
 # ------------------------------------------------------------------------ through the CLI and a registry
 
 
