@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from registry.db.migrate import VERSION_DDL, available, plan
 from registry.db.relations import references
+from registry.values import plural
 
 
 @dataclass
@@ -68,11 +69,11 @@ def _columns(conn: sa.Connection) -> dict[str, set[str]]:
 
 
 def check(conn: sa.Connection) -> list[Problem]:
-    problems = [Problem("orphan", t, f"{n} row(s) with {d}", n, True) for t, _, n, d in _orphans(conn)]
+    problems = [Problem("orphan", t, f"{plural(n, 'row')} with {d}", n, True) for t, _, n, d in _orphans(conn)]
     for table, where in _INCOMPLETE.items():
         n = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE {where}")).scalar_one()
         if n:
-            problems.append(Problem("incomplete", table, f"{n} incomplete row(s)", n, True))
+            problems.append(Problem("incomplete", table, f"{plural(n, 'incomplete row')}", n, True))
     actual = _columns(conn)
     for name, cols in _expected_columns().items():
         if name not in actual:

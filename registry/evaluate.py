@@ -56,6 +56,7 @@ from registry.db import Registry
 from registry.errors import UserError
 from registry.models.base import (MODEL_FAILURES, NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, ProjectionModel, Query,
                                   ReferenceSet)
+from registry.values import plural
 
 SERVABLE_NEEDS = frozenset({NEEDS_SIGNATURES, NEEDS_NODE_FEATURES})
 # leave one app out | one data size out | train on one size, predict the next | choose on one cloud, score on another
@@ -222,8 +223,9 @@ def load(registry: Registry, base: str | None = None, same_cloud: bool = False,
         keep = base_time.notna() & (base_time > 0) & actual.notna().any(axis=1)
         apps = list(features.index[keep])
         if len(apps) < 3:
-            raise UserError(f"base node {base_name}: only {len(apps)} app(s) have a base trace and measured runs on "
-                            "other nodes; leave-one-app-out needs at least 3")
+            raise UserError(f"base node {base_name}: only {plural(len(apps), 'app')} "
+                            f"{'has' if len(apps) == 1 else 'have'} a base trace and measured runs on other nodes; "
+                            "leave-one-app-out needs at least 3")
         actual = actual.loc[apps].dropna(axis=1, how="all")
         node_features = _node_features(conn, list(actual.columns))
         prices = _prices(conn, list(actual.columns))

@@ -110,6 +110,10 @@ def build(url: str, n_nodes: int, n_configs: int, reps: int, seed: int = 1, sche
                     store_vectors(conn, prof_ids)
                 rows += len(batch) * (3 + len(configs) * (2 + reps)) + (len(sig) - len(run_ids))
             progress.advance(task, len(batch))
+    if reg.engine.dialect.name == "postgresql":   # statistics, as autovacuum gathers them within a minute of a load
+        with reg.engine.connect() as conn:
+            conn.execute(sa.text("ANALYZE"))
+            conn.commit()
     load_s = time.perf_counter() - t0
     reg.close()
     return {"nodes": n_nodes, "configs": len(configs), "reps": reps, "rows": rows, "load_s": load_s,

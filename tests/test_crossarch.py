@@ -15,6 +15,8 @@ from registry.crossarch.data import CrossData, app_family
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
 from registry.models.plugins import create
+from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, Choice,
+                                          family_codes, reliability_factor)
 from conftest import assert_one_line_error, both_backends
 from crossarch_synth import FAMILIES, synthetic_nodes
 
@@ -159,6 +161,91 @@ def test_similar_runs_saved_and_loaded_predicts_the_same():
     a, b = model.predict(q, ["Zen3-3", "Graviton4-2"]), back.predict(q, ["Zen3-3", "Graviton4-2"])
     flat = lambda preds: [v for p in preds for v in (p.predicted_s, p.low_s, p.high_s)]  # noqa: E731
     assert flat(a) == pytest.approx(flat(b))
+
+
+def test_similar_runs_track_record_down_weights_an_erratic_reference():
+    """A micro-benchmark that is erratic from node to node predicts the reference apps of other families
+    badly: its track record (mean error, per app family, then over families) is far worse than a clean
+    config's, so the prior all but drops it; the track record that chooses an inner target's references
+    leaves the target's own family out."""
+    data, _ = world()
+    rng = np.random.default_rng(7)
+    data.costs["sc:erratic:1t"] = np.exp(rng.normal(0, 0.5, len(data.nodes)))
+    refs = ReferenceBank(data).reference_set(app_family("compression:lz4-1:compress:1t"),
+                                             ["Zen4-0", "Graviton3-1", "IceLake-2"])
+    model = create("similar-runs").fit(refs)
+    E, E_minus, groups = model._track_records(True)
+    rows = model.fitted["refs"]
+    erratic, clean = rows.index("sc:erratic:1t"), rows.index("sc:micro2:1t")
+    assert E[erratic] > 2 * E[clean]
+    factor = reliability_factor(E, 0.02)
+    assert factor.max() == 1.0 and factor[erratic] < 1e-3 * factor[clean]
+    # leaving one family out: the mean over the other families' means
+    families = family_codes(rows)
+    targets = model.inner_targets(True)
+    gb = families[rows.index("geekbench:alpha:single")]
+    g = int(np.searchsorted(groups, gb))
+    others = [t for t in targets if families[t] not in (gb, families[clean])]
+    L = model.fitted["L"][:, model.scored_nodes()]
+    F = model.fitted["F"].mean(axis=1)
+    per_family = {}
+    for t in others:
+        per_family.setdefault(families[t], []).append(
+            np.nanmean(np.abs(L[clean] + F[t] - F[clean] - L[t])))
+    assert E_minus[clean, g] == pytest.approx(np.mean([np.mean(v) for v in per_family.values()]))
+    tol, choice, _ = model._choose(True)
+    assert choice.sharpness in (None, *SHARPNESS) and choice.other in (OTHER_THREAD_PRIOR, *OTHER_THREAD_PRIORS)
+
+
+def test_similar_runs_chooses_per_query_among_the_settings_the_inner_cv_tried():
+    """With 3 calibration nodes the setting is the one that did best on the reference apps whose pattern
+    resembles the query's (one of those the inner cross-validation tried); with 1 node, where every
+    pattern is alike, the thread class's choice."""
+    data, _ = world()
+    app = "compression:lz4-1:compress:1t"
+    for cal_nodes in (["Zen4-0", "Graviton3-1", "IceLake-2"], ["Zen4-0"]):
+        model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+        explained = model.predict(query(app, data.times[app], cal_nodes, True), ["Zen3-3"])[0].explanation
+        tol, choice, _ = model._choose(True)
+        setting = (explained["tolerance"], Choice(explained["app_weight"], explained["sharpness"], explained["other"]))
+        tried = [(t, c) for t, c, _, _ in model.fitted["tried"][True]]
+        assert setting in tried and len(set(tried)) > 1
+        if len(cal_nodes) == 1:
+            assert setting == (tol, choice)
+    # the query exactly like one reference app of a family of its own: its best setting wins
+    cal_nodes = ["Zen4-0", "Graviton3-1", "IceLake-2"]
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    model._choose(True)
+    rows = model.fitted["refs"]
+    twin = rows.index("compression:zstd-1:compress:1t")
+    targets = list(model.inner_targets(True))
+    tried = model.fitted["tried"][True]
+    model.tolerance = None
+    q = model.fitted["F"][twin]
+    local_tol, local, _ = model._local_choice(True, q)
+    errors = {(t, c): per[targets.index(twin)] for t, c, per, _ in tried}
+    assert errors[(local_tol, local)] <= np.median(list(errors.values()))
+
+
+def test_a_node_the_favoured_references_miss_gets_the_plain_priors_prediction():
+    """A sharp track record puts the weight on a few references; on a node where none of those was
+    measured the plain prior's prediction serves (before: no prediction, the weight-share rule)."""
+    data, _ = world()
+    app, cal_nodes, bare = "compression:lz4-1:compress:1t", ["Zen4-0", "Graviton3-1", "IceLake-2"], "Zen3-3"
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    tol, plain, half = model._choose(True)
+    sharp = plain._replace(sharpness=0.001)
+    favoured = reliability_factor(model._track_records(True)[0], 0.001) > 1e-6
+    column = model.fitted["nodes"].index(bare)
+    model.fitted["L"][favoured, column] = np.nan
+    model.tolerance = tol   # one setting: the per-query choice keeps it
+    q = query(app, data.times[app], cal_nodes, True)
+    model.fitted["choice"][True] = (tol, sharp, half)
+    got = model.predict(q, [bare, "Zen3-4"])
+    model.fitted["choice"][True] = (tol, Choice(plain.app_weight), half)
+    want = model.predict(q, [bare])
+    assert np.isfinite(got[0].predicted_s) and got[0].predicted_s == pytest.approx(want[0].predicted_s)
+    assert got[0].explanation["sharpness"] == 0.001 and np.isfinite(got[1].predicted_s)
 
 
 # ------------------------------------------------------------------------ through the CLI and a registry

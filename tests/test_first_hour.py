@@ -197,6 +197,25 @@ def test_match_names_and_widens_caveated_profiles(cli, db_url, traced):
     assert "warning: fast: its profile was measured on a busy host" in cli("match", traced, "--no-store").err
 
 
+def test_a_caveat_shared_by_nodes_names_each_ones_command(cli, db_url):
+    """Two nodes profiled on a busy host shared one warning, `one, twin: its profile was measured on a
+    busy host ...; re-profile on an idle host: `nodereg profile one --wait-idle 600``: twin's command
+    was missing (trial 3)."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node in ("b", "fast", "quad"):
+            profile_at_speeds(conn, node, 2, base=node == "b")
+        store.save(conn, three_phase_trace())
+        conn.execute(sa.text("UPDATE profiles SET host_load_json = :j WHERE node_id IN "
+                             "(SELECT node_id FROM nodes WHERE name IN ('fast', 'quad'))"),
+                     {"j": json.dumps({"busy": "other processes keep 2.0 CPUs busy"})})
+    reg.close()
+    said = " ".join(cli("match", "app", "--no-store").err.split())
+    assert "warning: fast, quad: each one's profile was measured on a busy host (other processes keep 2.0 CPUs " \
+           "busy); their intervals widened x2.4; re-profile on an idle host: `nodereg profile fast --wait-idle 600` " \
+           "and `nodereg profile quad --wait-idle 600`" in said, said
+
+
 def test_configs_are_explained_in_words_and_the_base_time_is_named(cli, traced):
     from registry.match.references import config_in_words
 
@@ -274,7 +293,8 @@ def test_an_app_name_is_looked_up_before_a_file_of_that_name(cli, traced, tmp_pa
     assert "note: 'app' taken as the app in the registry; for the file of that name write ./app" in res.err
     rep = cli("report", "match", "app", "--out", str(tmp_path / "m.html"))
     assert rep.code == 0 and "./app" in rep.err, rep.err
-    assert_one_line_error(cli("match", "./app"), "cannot read trace file")        # a path is a path
+    assert_one_line_error(cli("match", "./app"), "app is not a nodereg trace file (binary data, not JSON text); "
+                          "a program is traced with `nodereg trace --name APP -- ./app`")    # a path is a path
 
 
 def test_unknown_traces_are_worded_alike_in_match_and_report(cli, traced, tmp_path):
@@ -326,7 +346,24 @@ def _assert_fits_80(wide: str, narrow: str, what, numbers: bool = True) -> None:
     assert not split, (what, split, narrow)
 
 
-def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch):
+def _assert_prose_fits_80(wide, narrow, what) -> None:
+    """Every line of `narrow` (stdout and stderr, 80 columns) fits, an `error:` line aside (one line by
+    contract); prose wraps at spaces only, so every word of `wide` (a number, a node name) is whole in
+    it, and every command in backquotes is on one line."""
+    for text in (narrow.out, narrow.err):
+        long = [line for line in text.splitlines() if len(line) > 80 and not line.startswith("error:")]
+        assert not long, (what, long)
+    for w, n in ((wide.out, narrow.out), (wide.err, narrow.err)):
+        prose = [line for line in w.splitlines() if not re.search("[│┃┏┗└┡━─]", line)]
+        words = Counter(word for line in prose for word in line.split())
+        narrow_words = Counter(word for line in n.splitlines() if not re.search("[│┃┏┗└┡━─]", line)
+                               for word in line.split())
+        assert not words - narrow_words, (what, words - narrow_words, n)
+        for command in re.findall(r"`[^`]+`", " ".join(prose)):
+            assert any(command in line for line in n.splitlines()), (what, command, n)
+
+
+def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch, tmp_path):
     for threads, seconds in ((1, 40.0), (2, 21.5), (2, 22.0), (4, 12.5)):
         cli("runs", "add", "app", "b", "--threads", str(threads), "--time", str(seconds))
     cli("runs", "add", "app", "fast", "--threads", "2", "--time", "15.25")
@@ -345,8 +382,19 @@ def test_every_table_command_fits_80_columns(cli, db_url, traced, monkeypatch):
         assert "┃" in narrow.out, args      # (two renderings of the same rows: every query is ordered)
         listing = args == ("models",)     # one line per model: descriptions are cut (`models NAME` has them)
         _assert_fits_80(wide.out, narrow.out, args, numbers=not listing)
+        _assert_prose_fits_80(wide, narrow, args)
         if listing:
             assert narrow.out.count("│") == narrow.out.count("…") * 5 > 40, narrow.out
+    for node in ("b", "fast"):     # runs after the predictions, at the predictions' thread counts
+        for threads in (1, 2):
+            cli("runs", "add", "app", node, "--threads", str(threads), "--time", "30")
+    for args in (("accuracy",), ("report", "match", "app", "--out", str(tmp_path / "m.html"))):
+        monkeypatch.setenv("COLUMNS", "300")
+        wide = cli(*args)
+        monkeypatch.setenv("COLUMNS", "80")
+        narrow = cli(*args)
+        assert wide.code == narrow.code == 0, (args, narrow.err)
+        _assert_prose_fits_80(wide, narrow, args)
 
 
 def test_a_wide_table_is_split_not_squeezed(capsys, monkeypatch):
@@ -383,6 +431,9 @@ def test_match_warnings_are_said_once_per_group_of_nodes_in_words():
                        "shared, seq has no time there; projected with the remainder")
     assert said[1] == "n1, n2: its profile was measured on a busy host; its interval widened x2.4"
     assert not any("{" in w or "|" in w for w in said)
+    # trial 3: `phases 5 phases (segment 1, ...)`, and `its` for several phases
+    many = summarise_warnings([f"n1: phase p{i}: its nearest references disagree" for i in range(5)], nodes)
+    assert many == ["n1: 5 phases (p0, p1, p2, ...): each one's nearest references disagree"], many
 
 
 def test_nodes_whose_intervals_overlap_share_a_rank(cli, traced, db_url):
@@ -415,6 +466,13 @@ def test_suggested_commands_are_shell_quoted(cli, db_url):
         ensure_node(conn, "it's", source="runs")
     reg.close()
     assert_one_line_error(cli("report", "node", "it's"), "run `nodereg profile 'it'\"'\"'s'` first")
+
+
+def test_match_on_a_node_without_a_profile_names_it_and_the_command(cli, db_url, traced):
+    """`match --nodes "it's"` said `no profile for node(s) it's`: the name quoted, the command too."""
+    assert cli("runs", "add", "app", "it's", "--threads", "1", "--time", "2", "--new").code == 0
+    assert_one_line_error(cli("match", "app", "--nodes", "it's"), "no profile for node \"it's\": profile it first "
+                          "(`nodereg profile 'it'\"'\"'s'` on that node) or leave it out")
 
 
 def test_mistyped_command_lines_exit_2(cli, db_url):
@@ -515,6 +573,41 @@ def test_a_node_is_not_redefined_by_other_cpus_unless_asked(cli, db_url, binary,
     assert _count(db_url, "SELECT n_cpus FROM nodes WHERE name = 'cn'") == 2
 
 
+def test_profile_prose_fits_80_columns(cli, db_url, binary, monkeypatch):
+    """The busy host's warning, the figures and the stored line of `profile` ran to 150 columns when
+    piped, and so did the progress lines of --wait-idle (each with the reason the host is busy)."""
+    from registry.cli import progress
+
+    _busy(monkeypatch)
+    monkeypatch.setattr(progress, "PLAIN_MIN_S", 0.0)
+    monkeypatch.setenv("COLUMNS", "80")
+    res = cli("profile", "a-node-with-a-rather-long-name", *PEAK, "--wait-idle", "2")
+    assert res.code == 0, res.err
+    assert "warning: the host is busy" in res.err and "stored profile" in res.out, res
+    assert "waiting for an idle host, " in res.err, res.err
+    long = [line for text in (res.out, res.err) for line in text.splitlines() if len(line) > 80]
+    assert not long, long
+    assert "a-node-with-a-rather-long-name" in res.out
+
+
+def test_profile_says_its_progress_when_piped(cli, db_url, binary, monkeypatch):
+    """rich's bar draws nothing when stderr is no terminal: `profile ... | tee` or a CI log showed
+    nothing for minutes. There it prints plain lines (here one per tenth of the work, the pause
+    between lines set to 0): the configurations done, the share of the work and the time."""
+    from registry.cli import progress
+
+    monkeypatch.setattr(load, "other_measurers", lambda: [])
+    monkeypatch.setattr(progress, "PLAIN_MIN_S", 0.0)
+    res = cli("profile", "p", "--quick", "--kernels", "peak_fma,triad", "--threads", "1", "--reps", "2")
+    assert res.code == 0, res.err
+    lines = [line for line in res.err.splitlines() if line.startswith("profiling p: ")]
+    done = [re.fullmatch(r"profiling p: (\d+)/(\d+) configurations(, signatures)?, (\d+)% done, \d+:\d\d elapsed",
+                         line) for line in lines]
+    assert len(done) >= 3 and all(done), res.err
+    shares = [int(m.group(4)) for m in done]
+    assert shares == sorted(shares) and shares[-1] == 100, res.err
+
+
 def test_profile_quotes_the_memory_bandwidth_nodes_quotes(cli, db_url, binary, monkeypatch):
     """Node `two`'s memory bandwidth was 26.2 in `nodes`, 35.44 in the profile summary: the profile
     now says the one figure `nodes` and the reports quote, and its table says what its cells are."""
@@ -526,6 +619,19 @@ def test_profile_quotes_the_memory_bandwidth_nodes_quotes(cli, db_url, binary, m
     assert "the best over each level's working sets" in res.out
 
 
+def _match_on_two_nodes(cli, db_url, trace, *args):
+    """`match app --no-store` of `trace` on nodes b (its base) and fast."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("b", 2), ("fast", 2)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+        store.save(conn, trace)
+    reg.close()
+    res = cli("match", "app", "--no-store", *args)
+    assert res.code == 0, res.err
+    return res
+
+
 def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
     """A two-loop program's trace held 3 OpenMP regions and 3 segments, and match used one set, then
     the other, without a word: it now names the set, its coverage and the rule."""
@@ -534,17 +640,45 @@ def test_match_says_which_phase_set_it_used_and_why(cli, db_url):
     trace = three_phase_trace()
     trace.phases.append(Phase("main._omp_fn.0", "omp", 0, 10, 10 / 21, 10.0,
                               signature={"proc": {"cpu_util": 1.98, "wss_llc": 0.01}}))
-    reg = open_registry(db_url)
-    with reg.begin() as conn:
-        for node, cpus in (("b", 2), ("fast", 2)):
-            profile_at_speeds(conn, node, cpus, base=node == "b")
-        store.save(conn, trace)
-    reg.close()
-    res = cli("match", "app", "--no-store")
-    assert res.code == 0, res.err
+    res = _match_on_two_nodes(cli, db_url, trace)
     said = " ".join(res.out.split())
     assert "phases: 3 phases from change points of the samples, covering 100% of the run (other sets: OpenMP " \
            "regions 48%); the set covering the most is used" in said, res.out
+
+
+def test_match_names_the_openmp_regions_it_used_with_their_gaps(cli, db_url):
+    """A two-loop OpenMP program: its 2 regions (83% of the run) with the change-point segments in
+    their gaps were used, and match said "5 phases from change points ... the set covering the most
+    is used" (trial 3): the set and the rule that chose it are named."""
+    from registry.io.tracefile import Phase
+
+    trace = three_phase_trace()
+    trace.phases += [Phase("main._omp_fn.0", "omp", 0, 9, 9 / 21, 9.0, signature={"proc": {"cpu_util": 1.98,
+                                                                                              "wss_llc": 0.01}}),
+                     Phase("main._omp_fn.1", "omp", 11, 20, 9 / 21, 9.0, signature={"proc": {"cpu_util": 1.98,
+                                                                                               "wss_llc": 8.0}})]
+    res = _match_on_two_nodes(cli, db_url, trace)
+    said = " ".join(res.out.split())
+    assert "phases: 2 OpenMP regions covering 86% of the run, their gaps filled by 3 change-point " \
+           "segments (other sets: change points of the samples 100%); what the app declares (its markers, then " \
+           "OpenMP regions) is used when it covers at least 50% of the run" in said, res.out
+
+
+def test_a_phase_like_no_config_says_what_it_is_projected_by(cli, db_url):
+    """A phase whose signature shares no feature with the references said "its base time is kept on
+    every node" while its warning said (rightly) that the node's median ratio is used."""
+    from registry.io.tracefile import Phase
+
+    trace = three_phase_trace()
+    trace.phases.append(Phase("blind", "auto", 21, 21.05, 0.0024, 0.05, signature={"proc": {}}))
+    trace.wall_s = 21.05
+    res = _match_on_two_nodes(cli, db_url, trace, "--json", "--explain")
+    blind = next(p for p in json.loads(res.out)["phases"] if p["name"] == "blind")
+    assert blind["per_node"]["fast"]["predicted_s"] != pytest.approx(0.05), blind     # not kept
+    said = " ".join(cli("match", "app", "--no-store").out.split())
+    assert "phase blind: 0.05" in said and "base time is kept" not in said, said
+    assert "nearest: none (no microbenchmark config resembles it): each node's median ratio over all " \
+           "references" in said, said
 
 
 def test_a_node_name_stays_on_one_line_at_80_columns(monkeypatch):
@@ -563,3 +697,7 @@ def test_a_node_name_stays_on_one_line_at_80_columns(monkeypatch):
                          "cpu_family": "Zen 5", "arch": "x86_64", "cost": "1.23 USD",
                          "warnings": "predicted from x86_64 runs only"}])
     assert any(name in line for line in out.getvalue().splitlines()), out.getvalue()
+    # nor a model's (evaluate's table had `geekbench-ra` over `tio`, trial 3)
+    output.print_table([{"model": "geekbench-ratio", "apps": 3, "MAPE": 17.86, "med APE %": 13.4, "top-1 %": 33.33,
+                         "top-3 %": 100, "regret %": 26.03, "s": 0.05, "error": "failed (see below)"}])
+    assert any("geekbench-ratio" in line for line in out.getvalue().splitlines()), out.getvalue()

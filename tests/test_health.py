@@ -55,7 +55,7 @@ def test_thresholds_and_the_cli(cli, fleet):
     (wide,) = json.loads(cli("health", "--json", "--threshold", "1000").out)
     assert not any(h["flags"] for h in wide["hosts"])
     table = cli("health")
-    assert table.code == 0 and "t: 5 host(s), 1 flagged" in table.out and "median" in table.out
+    assert table.code == 0 and "t: 5 hosts, 1 flagged" in table.out and "median" in table.out
     assert_one_line_error(cli("health", "nope"), "nope")
 
 

@@ -29,6 +29,13 @@ def _profiles(reg, base: str) -> dict:
     return {"rows": rows, "features": p.features.values.tolist(), "cpus": p.n_cpus}
 
 
+def _summaries(reg) -> list[tuple]:
+    """v_profile_summary (counts of runs, unstable runs, runs with a cv; their cv's squares summed)."""
+    with reg.connect() as conn:
+        return [(p, r, u, k, round(c, 12)) for p, r, u, k, c in conn.execute(sa.text(
+            "SELECT profile_id, runs, unstable, cv_runs, cv2_sum FROM v_profile_summary ORDER BY profile_id"))]
+
+
 def _count(reg, table: str) -> int:
     with reg.connect() as conn:
         return conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar()
@@ -42,12 +49,16 @@ def test_packed_profiles_read_as_their_runs_do(db_url):
     with reg.begin() as conn:
         for node, cpus in (("fast", 2), ("b", 2), ("one", 1)):
             profile_at_speeds(conn, node, cpus, base=node == "b")
-    unpacked = _profiles(reg, "b")
+        # dispersion and unstable flags as real profiles have them (some runs without a cv)
+        conn.execute(sa.text("UPDATE profile_runs SET cv = CASE WHEN run_id % 4 = 0 THEN NULL ELSE 0.01 * (run_id % 5) "
+                             "END, unstable = (run_id % 3 = 0)"))
+    unpacked, summaries = _profiles(reg, "b"), _summaries(reg)
     with reg.begin() as conn:
         ids = conn.execute(sa.text("SELECT profile_id FROM profiles")).scalars().all()
         assert store_vectors(conn, ids) == 3
     packed = _profiles(reg, "b")
     assert packed == unpacked
+    assert _summaries(reg) == summaries and all(s[1] > 0 and s[3] > 0 for s in summaries)
     assert len(packed["rows"]) == _count(reg, "profile_runs")
     # the packed rows are what is read: damage one and the read changes
     with reg.begin() as conn:

@@ -45,6 +45,17 @@ def test_membench_both_header_versions(old):
     assert (read.unit, read.higher_is_better, read.threads, read.family) == ("MB/s", True, 0, "bandwidth")
 
 
+@pytest.mark.parametrize("size", ["inf", "-inf", "nan", "1e400"])
+def test_a_membench_row_without_a_finite_size_is_skipped(size):
+    """The reader fuzzer's case: a size of inf crashed the import (OverflowError)."""
+    text, figures = synth.membench(Server())
+    header, first, *rest = text.splitlines()
+    broken = first.split(",")
+    broken[header.split(",").index("size_kb")] = size
+    got = _by_key(micro.parse_membench("\n".join([header, ",".join(broken), *rest])))
+    assert got and len(got) < len(figures)
+
+
 def test_bw_mem_sizes_are_lmbench_megabytes():
     text, figures = synth.bw_mem(Server())
     got = _by_key(micro.parse_bw_mem(text))

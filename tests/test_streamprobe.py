@@ -171,6 +171,7 @@ def test_trace_streams_stores_them_and_writes_them_to_the_file(cli, db_url, buil
     assert plain == []      # no --streams: no probe
     res = cli("trace", "--name", "triad", "--streams", "--out", out, "--", built / "triad", "8192", "2")
     assert res.code == 0, res.err
+    assert "stream probe (valgrind;" in res.err     # piped, the probe's wait is said in a line, not a spinner
     stored = _stored_streams(db_url)
     assert [r[1:] for r in stored] == [(i, 4096, 8, "P") for i in range(3)]
     (phase,) = [p for p in read_trace(out).phases if p.streams]

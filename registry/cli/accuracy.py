@@ -3,7 +3,7 @@
 import typer
 
 from registry.cli.app import app, current_reader, state
-from registry.cli.output import err_console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 
 
 def _pct(value) -> str | None:
@@ -32,8 +32,8 @@ def accuracy(
             if as_json:      # nothing stored yet: a state to describe, as `nodereg traces` does, not an error
                 print_json({"cells": [], "sets": [], "summary": []})
             else:
-                err_console.print("no predictions yet: `nodereg match APP` stores them, `nodereg run NODE -- CMD` "
-                                  "measures the runs they are compared with")
+                say("no predictions yet: `nodereg match APP` stores them, `nodereg run NODE -- CMD` "
+                    "measures the runs they are compared with", err=True)
             return
         result = acc.assess(acc.load(conn, app_name, model, all_runs=all_runs))
     if as_json:

@@ -7,7 +7,7 @@ import typer
 
 from registry import inventory as inventory_mod
 from registry.cli.app import app, confirm, state
-from registry.cli.output import console, print_csv, print_json, print_table
+from registry.cli.output import print_csv, print_json, print_table, say
 from registry.db import reader as reader_mod
 from registry.errors import UserError
 
@@ -30,8 +30,8 @@ def init(
     if reader is not None:
         with reg.begin() as conn:
             readable = reader_mod.setup(conn, reader)
-        console.print(f"read-only role {reader}: SELECT on {readable} tables and views; `nodereg sql` runs as it. "
-                      f"Let an analyst's login use it: GRANT {reader} TO LOGIN_ROLE")
+        say(f"read-only role {reader}: SELECT on {readable} tables and views; `nodereg sql` runs as it. "
+            f"Let an analyst's login use it: GRANT {reader} TO LOGIN_ROLE")
 
 
 @app.command("migrate")
@@ -63,7 +63,7 @@ def _print_plan(ctx: typer.Context, target: int | None) -> None:
     url = resolve_url(state(ctx).db_url)
     path = duckdb_path(url)
     if path is not None and not path.exists():
-        console.print(f"there is no registry at {path}: `nodereg migrate` would create it at schema {latest_version()}")
+        say(f"there is no registry at {path}: `nodereg migrate` would create it at schema {latest_version()}")
         return
     reg = open_registry(state(ctx).db_url, readonly=True, migrate=False)
     try:
@@ -77,9 +77,9 @@ def _print_plan(ctx: typer.Context, target: int | None) -> None:
     print_table(rows, ["version", "file", "deletes"], title=f"registry {reg.display_url}: schema {steps.version}",
                 empty=f"registry {reg.display_url}: schema {steps.version}, nothing to migrate")
     if steps.destructive:
-        console.print("`nodereg migrate` saves the registry as a bundle before the steps that delete data "
-                      "(--backup FILE.zip; --no-backup --yes to skip)")
-    console.print("dry run: nothing was changed")
+        say("`nodereg migrate` saves the registry as a bundle before the steps that delete data "
+            "(--backup FILE.zip; --no-backup --yes to skip)")
+    say("dry run: nothing was changed")
 
 
 def _migrate_registry(ctx: typer.Context, *, backup: Path | None, no_backup: bool, yes: bool,
@@ -102,7 +102,7 @@ def _migrate_registry(ctx: typer.Context, *, backup: Path | None, no_backup: boo
             return
         target_file = backup or (path.with_name(f"{path.name}.schema{steps.version}.zip") if path
                                  else default_backup(url, steps.version))
-        save_bundle(conn, steps, target_file, console.print)
+        save_bundle(conn, steps, target_file, say)
 
     try:
         before, after = migrate(reg.engine, target=target, before_destroying=before_destroying)
@@ -112,7 +112,7 @@ def _migrate_registry(ctx: typer.Context, *, backup: Path | None, no_backup: boo
         raise db_error(exc, reg.url) from None
     reg.version = after
     change = f"migrated from schema {before} to {after}" if after != before else f"schema version {after}"
-    console.print(f"registry {reg.display_url}: {change} (latest {latest_version()})")
+    say(f"registry {reg.display_url}: {change} (latest {latest_version()})")
     return reg
 
 
@@ -205,13 +205,13 @@ def doctor(
     if as_json:
         print_json({"problems": [p.__dict__ for p in problems], "repaired": repaired})
     elif not problems:
-        console.print(f"registry {reg.display_url}: no problems found")
+        say(f"registry {reg.display_url}: no problems found")
     else:
         print_table([p.__dict__ for p in problems], ["kind", "table", "detail", "fixable"], title="problems")
         if repaired:
-            console.print("repaired: " + ", ".join(f"{n} {t}" for t, n in repaired.items()))
+            say("repaired: " + ", ".join(f"{n} {t}" for t, n in repaired.items()))
         elif any(p.fixable for p in problems):
-            console.print("run `nodereg doctor --fix` to repair what can be repaired")
+            say("run `nodereg doctor --fix` to repair what can be repaired")
     left = [p for p in problems if not p.fixable or not fix]
     if left:
         raise typer.Exit(1)

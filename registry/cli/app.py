@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import typer
 
 from registry import db
-from registry.cli.output import err_console
+from registry.cli.output import say
 from registry.errors import RegistryLocked, UserError
 
 app = typer.Typer(
@@ -71,7 +71,7 @@ class State:
             if self.wait_s <= 0:
                 raise
             held = str(exc).split(";")[0]
-            err_console.print(f"{held}: waiting up to {self.wait_s:g} s for it (--wait SECONDS)")
+            say(f"{held}: waiting up to {self.wait_s:g} s for it (--wait SECONDS)", err=True)
             return db.open_registry(self.db_url, readonly=readonly, wait_s=self.wait_s, site=True, announce=_announce)
 
     def adopt(self, reg: "db.Registry") -> None:
@@ -138,9 +138,7 @@ def current_reader(st: State, command: str) -> "db.Registry":
 
 def _announce(line: str) -> None:
     """What the opening of a registry tells the user (a migration on open, an older schema): stderr."""
-    from registry.cli.output import err_console
-
-    err_console.print(line, soft_wrap=True, highlight=False, markup=False)
+    say(line, err=True)
 
 
 @app.callback()

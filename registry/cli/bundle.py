@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from registry.cli.app import app, import_app, state
-from registry.cli.output import console, print_json
+from registry.cli.output import print_json, say
 from registry.errors import UserError
 from registry.io.limits import Limits
 
@@ -39,8 +39,8 @@ def export(ctx: typer.Context, path: Path = typer.Argument(..., help="New direct
     with reg.connect() as conn:
         manifest = export_bundle(conn, path, replace=force)
     rows = sum(manifest["tables"].values())
-    console.print(f"exported {rows} rows in {len(manifest['tables'])} tables to {path} "
-                  f"(schema {manifest['schema_version']})")
+    say(f"exported {rows} rows in {len(manifest['tables'])} tables to {path} "
+        f"(schema {manifest['schema_version']})")
 
 
 @import_app.command("bundle")
@@ -67,6 +67,6 @@ def import_bundle_cmd(
         print_json({"added": result["added"], "renamed": result["renamed"]})
         return
     added = ", ".join(f"{n} {t}" for t, n in result["added"].items()) or "nothing new"
-    console.print(f"imported {path}: {added}")
+    say(f"imported {path}: {added}")
     for old, new in result["renamed"].items():
-        console.print(f"node {old!r} imported as {new!r}")
+        say(f"node {old!r} imported as {new!r}")

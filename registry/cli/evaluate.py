@@ -10,17 +10,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TaskProgressColumn, TimeElapsedColumn
 
 from registry.cli.app import app, import_app, state
-from registry.cli.output import err_console, print_json, print_table, text_column
+from registry.cli.output import err_console, print_json, print_table, say, text_column
+from registry.cli.progress import Progress
 from registry.errors import UserError
 
 
 @contextmanager
 def _progress(description: str, total: int | None = None):
     columns = (text_column("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as progress:
+    with Progress(*columns, console=err_console) as progress:
         task = progress.add_task(description, total=total)
 
         def advance(done: int | None = None, of: int | None = None) -> None:
@@ -211,15 +212,15 @@ def evaluate_cmd(
     for r in results:
         if r.chosen:
             on = f" on {chooser.base_node}'s cloud" if cloud else " per fold"
-            err_console.print(f"selected{on}: " + ", ".join(f"{m} ({n})" for m, n in r.chosen.items()))
+            say(f"selected{on}: " + ", ".join(f"{m} ({n})" for m, n in r.chosen.items()), err=True)
     baselines = [r.name for r in results if r.kind == "baseline"]
     if baselines:
-        err_console.print(f"baselines: {', '.join(baselines)} (see docs/evaluation.md)")
+        say(f"baselines: {', '.join(baselines)} (see docs/evaluation.md)", err=True)
     if noise["mape"] is not None:
-        err_console.print(f"noise floor (one run vs the median of the others, {noise['runs']} runs): "
-                          f"MAPE {_pct(noise['mape'])}%, median {_pct(noise['median_ape'])}%")
+        say(f"noise floor (one run vs the median of the others, {noise['runs']} runs): "
+            f"MAPE {_pct(noise['mape'])}%, median {_pct(noise['median_ape'])}%", err=True)
     for line in skipped:
-        err_console.print(f"not evaluated: {line}")
+        say(f"not evaluated: {line}", err=True)
     for r in rows:
         if r["error"]:
-            err_console.print(f"{r['model']} failed: {' '.join(str(r['error']).split())[:300]}")
+            say(f"{r['model']} failed: {' '.join(str(r['error']).split())[:300]}", err=True)

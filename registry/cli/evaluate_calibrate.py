@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from registry.cli.app import state
-from registry.cli.output import err_console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 
 
@@ -73,6 +73,6 @@ def run_calibrate(ctx: typer.Context, k: int, seeds: list[int], suite: str, mode
     rows, columns = report.slice_rows(summary)
     print_table(rows, columns, title="median absolute error % by app group and across architectures")
     for model, why in result.errors.items():
-        err_console.print(f"not evaluated: {model}: {why}")
+        say(f"not evaluated: {model}: {why}", err=True)
     for text, ok in checks:
-        err_console.print(f"target {'met' if ok else 'NOT met'}: {main}: {text}")
+        say(f"target {'met' if ok else 'NOT met'}: {main}: {text}", err=True)

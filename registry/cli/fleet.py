@@ -7,13 +7,12 @@ from pathlib import Path
 
 import platformdirs
 import typer
-from rich.text import Text
 
 from registry.cli.app import app, state
-from registry.cli.output import console, err_console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 from registry.health import MIN_DEVIATION, THRESHOLD
-from registry.values import command_line
+from registry.values import command_line, plural
 
 fleet_app = typer.Typer(help="Profile a node type on every host of a Slurm cluster; follow and collect the jobs.",
                         no_args_is_help=True)
@@ -98,9 +97,9 @@ def submit(
         sys.stdout.write(job.script())
         return
     job_id = submit_mod.submit(job)
-    console.print(Text(f"submitted job {job_id}: {len(hosts)} task(s) profiling {node} on "
-                       f"{', '.join(hosts[:8])}{' ...' if len(hosts) > 8 else ''}; logs in {job.log_dir}. "
-                       f"Follow it with {command_line('nodereg', 'fleet', 'status', job_id)}"))
+    say(f"submitted job {job_id}: {plural(len(hosts), 'task')} profiling {node} on "
+        f"{', '.join(hosts[:8])}{' ...' if len(hosts) > 8 else ''}; logs in {job.log_dir}. "
+        f"Follow it with {command_line('nodereg', 'fleet', 'status', job_id)}")
 
 
 @fleet_app.command("status")
@@ -127,9 +126,9 @@ def status(
         return
     rows = [{**t.to_dict(), "profile": (t.profile or "")[:8] if not job.to_dir else t.profile} for t in tasks]
     print_table(rows, ["task", "host", "slurm_node", "state", "profile", "detail"], title=f"fleet job {job.job_id}")
-    console.print(Text(line))
+    say(line)
     if note:
-        err_console.print(Text(f"note: {note}"))
+        say(f"note: {note}", err=True)
 
 
 @fleet_app.command("collect")
@@ -144,7 +143,7 @@ def collect(ctx: typer.Context, directory: Path = typer.Argument(..., help="The 
         print_json({"bundles": [p.name for p in paths], "added": added})
         return
     detail = ", ".join(f"{n} {t}" for t, n in added.items()) or "nothing new"
-    console.print(Text(f"collected {len(paths)} bundle(s) from {directory}: {detail}"))
+    say(f"collected {plural(len(paths), 'bundle')} from {directory}: {detail}")
 
 
 @app.command("health")
@@ -167,9 +166,9 @@ def health(
                      "hosts": [vars(h) for h in t.hosts]} for t in types])
         return
     if not types:
-        err_console.print("no profiles registered yet: run `nodereg profile NODE` or `nodereg fleet submit NODE`")
+        say("no profiles registered yet: run `nodereg profile NODE` or `nodereg fleet submit NODE`", err=True)
     for t in types:
         flagged = sum(bool(h.flags) for h in t.hosts)
         columns, rows = host_rows(t)
-        print_table(rows, columns, title=f"{t.node}: {len(t.hosts)} host(s), {flagged} flagged "
+        print_table(rows, columns, title=f"{t.node}: {plural(len(t.hosts), 'host')}, {flagged} flagged "
                                          f"(beyond {threshold:g} MADs and {min_deviation:.0%} of the median)")

@@ -3,8 +3,9 @@
 import typer
 
 from registry.cli.app import app, current_reader, model_options_flag, state
-from registry.cli.match_output import interval_said, names, phase_set_said, summarise_warnings, tied_ranks
-from registry.cli.output import console, err_console, print_json, print_table, say
+from registry.cli.match_output import (interval_said, names, no_nearest_said, phase_set_said, summarise_warnings,
+                                        tied_ranks)
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 
 
@@ -86,7 +87,7 @@ def match(
     with current_reader(st, "match").connect() as conn:
         found = find_trace(conn, trace)
         if found.note:
-            err_console.print(f"note: {found.note}")
+            say(f"note: {found.note}", err=True)
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
                              exclude=tuple(exclude or ()), comm={"model": comm_model, "ranks": ranks})
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
@@ -131,9 +132,9 @@ def match(
         say(f"tie: {names(tie)}: each one's prediction lies inside the other's interval; the difference is "
             "within the uncertainty, so they share a rank")
     for x in result.excluded:
-        err_console.print(f"left out: {x['node']}: {x['reason']}")
+        say(f"left out: {x['node']}: {x['reason']}", err=True)
     if inputs.calibration is not None:
-        console.print(inputs.calibration.describe())
+        say(inputs.calibration.describe())
     how = interval_said(result.nodes[0]) if result.nodes else None
     if how:
         say(how)
@@ -143,16 +144,16 @@ def match(
     for phase in result.phases:
         reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else
-             "none (no microbenchmark config resembles it): its base time is kept on every node")
+             no_nearest_said(phase, result.base))
         serial = f", {phase.serial_share:.0%} of it on one CPU" if 0 < phase.serial_share < 1 else ""
         by = f" (projected by {phase.projected_by})" if phase.projected_by else ""
-        console.print(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest{by}: {reason}")
+        say(f"  phase {phase.name}: {phase.time_s:.3g} s, threads {phase.mode}{serial}; nearest{by}: {reason}")
         if explain:
             print_table([{"node": n, "predicted_s": p.predicted_s, "low_s": p.low_s, "high_s": p.high_s,
                           "threads": phase.threads.get(n)} for n, p in phase.predictions.items()])
     for w in summarise_warnings(result.warnings, [result.base, *(n.node for n in result.nodes),
                                                   *(x["node"] for x in result.excluded)]):
-        err_console.print(f"warning: {w}")
+        say(f"warning: {w}", err=True)
 
 
 def _base_time(inputs) -> str:

@@ -1,6 +1,6 @@
 """`nodereg match APP --configs`: the recommended ranks x threads per node, printed (registry.match.configs)."""
 
-from registry.cli.output import console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 
 
 def print_configs(inputs, model: str, options: dict, as_json: bool) -> None:
@@ -17,4 +17,4 @@ def print_configs(inputs, model: str, options: dict, as_json: bool) -> None:
     print_table(rows, title=f"{inputs.found.trace.name}: ranks x threads per node (traced at "
                             f"{inputs.comm.traced_ranks} ranks on {inputs.base}; {inputs.comm.model} communication)")
     for c in choices:
-        console.print(f"  {c.node}: {c.ranks} x {c.threads}: " + "; ".join(c.reasons), highlight=False)
+        say(f"  {c.node}: {c.ranks} x {c.threads}: " + "; ".join(c.reasons))

@@ -8,7 +8,9 @@ between nodes whose predictions lie inside each other's intervals: the differenc
 uncertainty, so they share a rank (`2=`) and the tie is said.
 """
 
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 
 from registry.values import plural
@@ -73,8 +75,17 @@ def _by_phase(texts: Iterable[str]) -> list[str]:
         phases.setdefault(key, [])
         if phase is not None:
             phases[key].append(phase)
-    return [f"phase{'s' if len(p) > 1 else ''} {names(p, 'phases')}: {rest}" if p else rest
-            for rest, p in phases.items()]
+    def subject(p: list[str]) -> str:
+        if len(p) > MAX_NAMES:
+            return names(p, "phases")            # `5 phases (a, b, c, ...)`
+        return f"phase{'s' if len(p) > 1 else ''} {names(p, 'phases')}"
+
+    out = []
+    for rest, p in phases.items():
+        if len(p) > 1:
+            rest = re.sub(r"^its ", "each one's ", rest)     # the text speaks of one phase
+        out.append(f"{subject(p)}: {rest}" if p else rest)
+    return out
 
 
 def summarise_warnings(warnings: Iterable[str], nodes: list[str]) -> list[str]:
@@ -119,23 +130,46 @@ def tied_ranks(ranked: list, objective: str) -> tuple[list[str], list[list[str]]
 
 _SET_NAMES = {"marker": "the app's own markers", "omp": "OpenMP regions", "auto": "change points of the samples",
               "import": "imported phases", "whole": "the whole run"}
+_SET_PHASE = {"marker": "marked phase", "omp": "OpenMP region"}
 
 
 def phase_set_said(all_phases: list, chosen: list) -> str | None:
-    """Which of a trace's phase sets match used and why (registry.match.project.choose_phases: the set
-    covering the most of the run, near-ties to markers, then OpenMP regions, then change points); None
-    when the trace has one set only."""
+    """Which of a trace's phase sets match used and why (registry.match.project.choose_phases: what the
+    app declares, markers then OpenMP regions, when it covers at least DECLARED_MIN_COVER of the run,
+    its gaps filled by change-point segments; else the set covering the most, near-ties to markers,
+    then OpenMP regions, then change points); None when the trace has one set only."""
+    from registry.match.project import DECLARED, DECLARED_MIN_COVER
+
     cover: dict[str, float] = {}
     for p in all_phases:
         if p.weight and p.weight > 0:
             cover[p.method] = min(1.0, cover.get(p.method, 0.0) + p.weight)
     if len(cover) < 2 or not chosen:
         return None
-    used = chosen[0].method
+    counts = Counter(p.method for p in chosen)
+    used = next((m for m in DECLARED if m in counts), chosen[0].method)
     others = ", ".join(f"{_SET_NAMES.get(m, m)} {c:.0%}" for m, c in cover.items() if m != used)
+    rule = (f"what the app declares (its markers, then OpenMP regions) is used when it covers at least "
+            f"{DECLARED_MIN_COVER:.0%} of the run")
+    if used in DECLARED and used in cover and cover[used] >= DECLARED_MIN_COVER:
+        filled = sum(n for m, n in counts.items() if m != used)
+        gaps = f", their gaps filled by {plural(filled, 'change-point segment')}" if filled else ""
+        return (f"phases: {plural(counts[used], _SET_PHASE[used])} covering {cover[used]:.0%} of the run{gaps} "
+                f"(other sets: {others}); {rule}")
     return (f"phases: {plural(len(chosen), 'phase')} from {_SET_NAMES.get(used, used)}, covering {cover[used]:.0%} "
             f"of the run (other sets: {others}); the set covering the most is used, and within 2% of it the "
-            "app's markers, then OpenMP regions, then change points")
+            f"app's markers, then OpenMP regions, then change points ({rule})")
+
+
+def no_nearest_said(phase, base: str) -> str:
+    """What a phase resembling no microbenchmark config is projected by, read from its predictions: a
+    model may keep its base time on every node, or (similarity) scale it by each node's median ratio
+    over all references, as its warning says; the line said "base time kept" for both (#32)."""
+    others = [p.predicted_s for node, p in phase.predictions.items() if node != base]
+    kept = bool(others) and all(math.isclose(t, phase.time_s, rel_tol=1e-6) for t in others)
+    return "none (no microbenchmark config resembles it): " + (
+        "its base time is kept on every node" if kept else
+        "each node's median ratio over all references, their full spread as the interval")
 
 
 def interval_said(node) -> str | None:

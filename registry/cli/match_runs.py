@@ -3,7 +3,7 @@ an imported suite (registry.crossarch.project; docs/crossarch.md)."""
 
 from __future__ import annotations
 
-from registry.cli.output import err_console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 
 
@@ -37,10 +37,10 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
     print_table(rows, shown_columns, title=f"{app} measured on {', '.join(measured)}: predicted by {model}, by {objective} "
                             f"({len(ranked)} nodes)")
     if unpredicted:
-        err_console.print(f"{unpredicted} nodes not predicted: the references that resemble {app} were not measured "
-                          "there")
+        say(f"{unpredicted} nodes not predicted: the references that resemble {app} were not measured "
+            "there", err=True)
     if ignored:
-        err_console.print(f"runs not used (node not in the suite {suite!r}): {', '.join(ignored)}")
+        say(f"runs not used (node not in the suite {suite!r}): {', '.join(ignored)}", err=True)
     cross = sum(any("predicted from" in w for w in r.warnings) for r in ranked)
     if cross:
-        err_console.print(f"warning: {cross} nodes are of an architecture none of the measured nodes has")
+        say(f"warning: {cross} nodes are of an architecture none of the measured nodes has", err=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from registry.cli.app import app, import_app, model_options_flag, state
-from registry.cli.output import console, err_console, print_json, print_table, say
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 from registry.values import command_line, plural
 
@@ -45,9 +45,9 @@ def models_command(name: str = typer.Argument(None, metavar="[NAME]", help="Show
     else:
         print_table(rows, ["name", "kind", "version", "description"], empty="no models installed",
                     one_line=["description"])
-        err_console.print("`nodereg models NAME`: what a model needs, its whole description and its options")
+        say("`nodereg models NAME`: what a model needs, its whole description and its options", err=True)
     for w in warnings:
-        err_console.print(f"warning: {w}", style="yellow", soft_wrap=True)
+        say(f"warning: {w}", err=True, style="yellow")
 
 
 def _show_model(plugins, name: str, as_json: bool) -> None:
@@ -96,11 +96,11 @@ def runs_add(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="AP
     with reg.begin() as conn:
         created = _unknown_names(conn, app_name, node)
         uid = add_run(conn, app_name, node, threads, time_s, source="cli", input_label=input_label)
-    console.print(f"run {uid}: {app_name} on {node}, {plural(threads, 'thread')}, {time_s:g} s")
+    say(f"run {uid}: {app_name} on {node}, {plural(threads, 'thread')}, {time_s:g} s")
     if created:
         undo = [command_line("nodereg", f"{noun}s", "rm", name, "--yes") for noun, name, _ in created]
-        err_console.print(f"note: created {' and '.join(f'{noun} {name!r}' for noun, name, _ in created)}; "
-                          f"{' and '.join(undo)} undo{'es' if len(undo) == 1 else ''} it (with this run)")
+        say(f"note: created {' and '.join(f'{noun} {name!r}' for noun, name, _ in created)}; "
+            f"{' and '.join(undo)} undo{'es' if len(undo) == 1 else ''} it (with this run)", err=True)
 
 
 def _unknown_names(conn, app_name: str, node: str) -> list[tuple[str, str, str]]:
@@ -151,7 +151,7 @@ def import_runs(ctx: typer.Context,
         extra.append(f"new nodes: {', '.join(summary.nodes_created)}")
     if summary.already:
         extra.append(f"{summary.already} imported before, skipped")
-    console.print(f"imported {plural(summary.runs, 'run')} from {path}" + (f" ({'; '.join(extra)})" if extra else ""))
+    say(f"imported {plural(summary.runs, 'run')} from {path}" + (f" ({'; '.join(extra)})" if extra else ""))
 
 
 def parse_threads(text: str) -> list[int]:
@@ -256,6 +256,6 @@ def scaling(ctx: typer.Context, app_name: str = typer.Argument(..., metavar="APP
     print_table(rows, ["threads", "predicted_s", "low_s", "high_s", "measured_s", "error"],
                 title=f"{app_name} on {node} ({model.name})")
     for w in warnings:
-        err_console.print(f"warning: {w}", style="yellow", soft_wrap=True)
+        say(f"warning: {w}", err=True, style="yellow")
     if uid:
-        console.print(f"saved model {uid}")
+        say(f"saved model {uid}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from registry.cli.app import app, import_app, remove_confirmed, state
-from registry.cli.output import console, print_json, print_table, say
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 from registry.nodefilter import NodeFilter
 
@@ -144,8 +144,8 @@ def rm(ctx: typer.Context, name: str = typer.Argument(..., help="Node name."),
                               f"Remove node {name!r} and everything measured on it{keeps}?",
                               f"refusing to remove node {name!r}")
     detail = ", ".join(f"{n} {t}" for t, n in counts.items() if n and t != "nodes")
-    console.print(f"removed node {name}" + (f" ({detail})" if detail else "") + (f"; kept {kept} predictions made "
-                  "from it for other nodes" if kept else ""))
+    say(f"removed node {name}" + (f" ({detail})" if detail else "") + (f"; kept {kept} predictions made "
+        "from it for other nodes" if kept else ""))
 
 
 @nodes_app.command("set")
@@ -164,8 +164,8 @@ def set_node(ctx: typer.Context, name: str = typer.Argument(..., help="Node name
     price = Price(name, check_price(price_per_hour), check_currency(currency), source, check_date(date))
     with state(ctx).registry().begin() as conn:
         added = store_price(conn, price)
-    console.print(f"{name}: {price.price_per_hour:g} {price.currency} per hour"
-                  + ("" if added else " (already stored)"))
+    say(f"{name}: {price.price_per_hour:g} {price.currency} per hour"
+        + ("" if added else " (already stored)"))
 
 
 def _csv_file(what: str) -> Path:
@@ -180,7 +180,7 @@ def import_prices(ctx: typer.Context, path: Path = _csv_file("columns node,price
 
     with state(ctx).registry().begin() as conn:
         rows, added = import_prices_csv(conn, path)
-    console.print(f"imported {rows} prices from {path} ({added} new)")
+    say(f"imported {rows} prices from {path} ({added} new)")
 
 
 @import_app.command("specs")
@@ -191,7 +191,7 @@ def import_specs(ctx: typer.Context, path: Path = _csv_file("column node and any
 
     with state(ctx).registry().begin() as conn:
         count, created = import_specs_csv(conn, path)
-    console.print(f"set the specs of {count} nodes from {path}" + (f" (new: {', '.join(created)})" if created else ""))
+    say(f"set the specs of {count} nodes from {path}" + (f" (new: {', '.join(created)})" if created else ""))
 
 
 @nodes_app.command("like")

@@ -50,7 +50,7 @@ def print_json(obj) -> None:
 
 SHORT_UID = 8   # characters of a uid a table shows (as `nodereg health` does); commands take unique prefixes
 _NAME_FLOOR = 32  # a naming column (nodes like `azure:Standard_D160alds_v7`) is kept whole up to this
-_NAMING = ("name", "node", "app", "host")
+_NAMING = ("name", "node", "app", "host", "model", "model_name")
 _SMALL_NEED = 8   # a column this close to its unwrapped width gets it before wide text columns share the rest
 _TEXT_FLOOR = 12  # a text column is not made narrower than this (or its longest word, if shorter)
 _HEADER_BREAK = re.compile(r"(?<=[_ ])")   # header names wrap after an underscore or a space, never mid-word
@@ -66,7 +66,7 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
     characters unless `short_uids` is False (`nodereg sql` shows what was asked for)."""
     columns = list(columns or (rows[0].keys() if rows else []))
     if not rows:
-        err_console.print(empty)
+        say(empty, err=True)
         return
     cells = {c: [_cell(c, r.get(c), short_uids) for r in rows] for c in columns}
     numeric = {c: all(isinstance(plain(r.get(c)), (int, float)) or r.get(c) is None for r in rows) for c in columns}
@@ -88,14 +88,27 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
         console.print(table)
 
 
-def say(text: str, indent: int = 0) -> None:
-    """A line of prose on stdout, wrapped at spaces to the terminal's width (80 columns when piped);
-    continuation lines are indented `indent` more than the first."""
-    width = max(20, console.width)
-    lines = textwrap.wrap(text, width, subsequent_indent=" " * (len(text) - len(text.lstrip()) + indent),
-                          break_on_hyphens=False, break_long_words=False) or [""]
-    for line in lines:
-        console.print(Text(line))
+_KEEP = "\ue000"      # stands for a space inside a `command` while wrapping (a private-use character)
+
+
+def say(text: str, indent: int = 0, *, err: bool = False, style: str | None = None) -> None:
+    """A line of prose on stdout (stderr with `err`), wrapped at spaces to the terminal's width (80
+    columns when piped): a number, a name or a path is never split, nor a `command` in backquotes
+    (it moves to the next line whole); continuation lines are indented `indent` more than the first
+    (and as much as the paragraph's own indent), and each line of `text` is a paragraph."""
+    say_on(err_console if err else console, text, indent, style)
+
+
+def say_on(out: Console, text: str, indent: int = 0, style: str | None = None) -> None:
+    """`say` on the console `out` (a progress bar's, say)."""
+    width = max(20, out.width)
+    for paragraph in text.split("\n"):
+        kept = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", _KEEP), paragraph)
+        lead = " " * (len(paragraph) - len(paragraph.lstrip()) + indent)
+        lines = textwrap.wrap(kept, width, subsequent_indent=lead, break_on_hyphens=False,
+                              break_long_words=False) or [""]
+        for line in lines:
+            out.print(Text(line.replace(_KEEP, " "), style=style or ""))
 
 
 def _cell(column: str, value, short_uids: bool) -> str:

@@ -4,13 +4,13 @@ its microbenchmark profile."""
 from collections.abc import Sequence
 
 import typer
-from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from registry import cpulist
 from registry.cli.app import app, state
 from registry.cli.interrupts import interrupts_reported
-from registry.cli.output import console, err_console, print_json, print_table, say, text_column
+from registry.cli.output import err_console, print_json, print_table, say, text_column
+from registry.cli.progress import Progress
 from registry.errors import UserError
 from registry.measure import load
 from registry.values import command_line, plural
@@ -49,6 +49,11 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
         print_table(summary["mpi"], title="MPI on this node (us per operation, ping-pong one-way; GB/s)")
 
 
+def _literal(name: str) -> str:
+    """A name inside a str.format template (a progress line), braces and all."""
+    return name.replace("{", "{{").replace("}", "}}")
+
+
 def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
     """Look at the host before measuring: wait for it (--wait-idle), refuse (--strict) or warn."""
     seen = _wait_idle(wait_idle) if wait_idle else load.sample()
@@ -57,9 +62,9 @@ def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
         raise UserError(f"the host is busy: {why}; refusing to profile (--strict)"
                         + (f" after waiting {wait_idle:g} s" if wait_idle else ""))
     if why:
-        err_console.print(f"warning: the host is busy: {why}. Bandwidth and latency measured now will be low "
-                          f"and unstable; the load is stored with the profile and `nodereg match` flags it. "
-                          f"--wait-idle SECONDS waits for an idle host, --strict refuses", style="yellow")
+        say(f"warning: the host is busy: {why}. Bandwidth and latency measured now will be low "
+            f"and unstable; the load is stored with the profile and `nodereg match` flags it. "
+            f"--wait-idle SECONDS waits for an idle host, --strict refuses", err=True, style="yellow")
     return seen
 
 
@@ -98,17 +103,17 @@ def _wait_idle(wait_s: float) -> load.HostLoad:
     seen = load.sample()
     if not seen.busy():
         return seen
-    err_console.print(f"the host is busy ({seen.busy()}): waiting up to {wait_s:g} s for it to calm down (--wait-idle)")
+    say(f"the host is busy ({seen.busy()}): waiting up to {wait_s:g} s for it to calm down (--wait-idle)", err=True)
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), text_column("{task.fields[left]}"))
-    with Progress(*columns, console=err_console, transient=True) as progress:
+    with Progress(*columns, console=err_console, plain="waiting for an idle host, {task.fields[left]}") as progress:
         task = progress.add_task("waiting for an idle host", total=wait_s, left=f"{wait_s:.0f} s left")
         seen = load.wait_until_idle(wait_s, on_sample=lambda now, left: progress.update(
             task, completed=wait_s - left, left=f"{left:.0f} s left", description=f"busy: {now.busy()}"))
-    err_console.print("the host is idle now: profiling" if not seen.busy() else f"still busy after {wait_s:g} s")
+    say("the host is idle now: profiling" if not seen.busy() else f"still busy after {wait_s:g} s", err=True)
     return seen
 
 
-def _watch_host(watch: load.Watch, strict: bool, console_) -> None:
+def _watch_host(watch: load.Watch, strict: bool) -> None:
     """Between configurations: note new load; with --strict stop (nothing is stored)."""
     now = watch.check()
     why = now.busy() if now else None
@@ -116,7 +121,7 @@ def _watch_host(watch: load.Watch, strict: bool, console_) -> None:
         raise UserError(f"the host became busy while profiling: {why}; nothing was stored (--strict)")
     if why and not watch.warned:
         watch.warned = True
-        console_.print(f"warning: the host became busy while profiling: {why}", style="yellow")
+        say(f"warning: the host became busy while profiling: {why}", err=True, style="yellow")
 
 
 @app.command()
@@ -178,7 +183,7 @@ def profile(
             _same_cpu_count(conn, node, prep.inventory)
     state(ctx).close()      # ... and holds no lock while measuring (reopened, with --wait, to store)
     for note in prep.plan.notes:
-        err_console.print(f"note: {note}")
+        say(f"note: {note}", err=True)
 
     configs = prep.plan.configs
     signed = signatures.representatives(configs)
@@ -193,17 +198,18 @@ def profile(
         profiler.build(prep)   # built (or found in the cache) first: a build error comes before any load warning
         seen = _check_host(wait_idle, strict)
         watch = load.Watch()
-        with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs))
+        plain = f"profiling {_literal(node)}: " + "{task.fields[done]}/{task.fields[count]} configurations{task.fields[then]}"
+        with Progress(*columns, console=err_console, plain=plain) as progress:
+            task = progress.add_task(f"profiling {node}", total=total, done=0, count=len(configs), then="")
             measured: set[int] = set()   # the count is of configurations, as the summary's; the signature
                                          # (and cachegrind) passes over some of them again are said, not counted
 
             def advance(config, weight):
                 again = id(config) in measured
                 measured.add(id(config))
-                progress.update(task, advance=weight, done=len(measured),
+                progress.update(task, advance=weight, done=len(measured), then=", signatures" if again else "",
                                 description=f"{config.ub.name} x{config.threads}" + (" (signature)" if again else ""))
-                _watch_host(watch, strict, progress.console)
+                _watch_host(watch, strict)
 
             record = profiler.measure(opts, prep, advance)
         record.host_load = seen.merge(watch.seen).to_dict()
@@ -226,13 +232,13 @@ def profile(
     if peak is not None:
         say(f"FP64 peak: {peak.value:.3g} GFLOP/s ({peak.describe()}): the node's figure in "
             "`nodereg nodes` (fp64_gflops), match and reports")
-    console.print(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
-                  f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
+    say(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
+        f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:
-        err_console.print(f"note: {unstable} configurations kept varying between repetitions (README: unstable); "
-                          "on a busy or frequency-scaling host re-run "
-                          f"{command_line('nodereg', 'profile', node, '--wait-idle', '600')}; "
-                          "`nodereg match` widens its intervals for this node meanwhile")
+        say(f"note: {plural(unstable, 'configuration')} kept varying between repetitions (README: unstable); "
+            "on a busy or frequency-scaling host re-run "
+            f"{command_line('nodereg', 'profile', node, '--wait-idle', '600')}; "
+            "`nodereg match` widens its intervals for this node meanwhile", err=True)
 
 
 def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks: str | None,
@@ -266,12 +272,13 @@ def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks
     with interrupts_reported(f"the suite profile of {node} was not finished: nothing was stored"):
         seen = _check_host(wait_idle, strict)
         watch = load.Watch()
-        with Progress(*columns, console=err_console, transient=True) as progress:
-            bar = progress.add_task(f"profiling {node} ({suite})", total=total)
+        plain = f"profiling {_literal(node)} ({suite}): {{task.description}}"
+        with Progress(*columns, console=err_console, plain=plain) as progress:
+            bar = progress.add_task(f"{len(configs)} configurations", total=total)
 
             def advance(config, weight):
                 progress.update(bar, advance=weight, description=config.key)
-                _watch_host(watch, strict, progress.console)
+                _watch_host(watch, strict)
 
             record = suite_measure.measure(node, configs, inv, seconds, quick, advance)
         record.host_load = seen.merge(watch.seen).to_dict()
@@ -284,5 +291,5 @@ def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks
                     "host_load": record.host_load})
         return
     print_table(rows, title=f"{node}: the {suite} suite measured here")
-    console.print(f"stored suite profile {record.uid} of node {node}: {len(rows)} configurations, "
-                  f"{record.duration_s:.1f} s")
+    say(f"stored suite profile {record.uid} of node {node}: {len(rows)} configurations, "
+        f"{record.duration_s:.1f} s")

@@ -5,7 +5,8 @@ import typer
 
 from registry.cli.app import app, confirm, remove_confirmed, state
 from registry.cli.models import runs_app
-from registry.cli.output import console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
+from registry.values import plural
 
 traces_app = typer.Typer(help="List and remove traces.", invoke_without_command=True)
 app.add_typer(traces_app, name="traces")
@@ -56,8 +57,8 @@ def traces_rm(ctx: typer.Context, uids: list[str] = typer.Argument(..., metavar=
     from registry.removal import remove_traces, trace_ids
 
     counts = remove_confirmed(ctx, yes, lambda conn: trace_ids(conn, uids), remove_traces,
-                              f"Remove {len(uids)} trace(s)?", f"refusing to remove {len(uids)} trace(s)")
-    console.print(f"removed {counts['traces']} trace(s)" + _said(counts, "traces"))
+                              f"Remove {plural(len(uids), 'trace')}?", f"refusing to remove {plural(len(uids), 'trace')}")
+    say(f"removed {plural(counts['traces'], 'trace')}" + _said(counts, "traces"))
 
 
 @apps_app.callback()
@@ -75,7 +76,7 @@ def apps_rm(ctx: typer.Context, name: str = typer.Argument(..., help="Applicatio
 
     counts = remove_confirmed(ctx, yes, lambda conn: require_app_id(conn, name), remove_app,
                               f"Remove application {name!r} with its traces and runs?", f"refusing to remove app {name!r}")
-    console.print(f"removed app {name}" + _said(counts, "apps"))
+    say(f"removed app {name}" + _said(counts, "apps"))
 
 
 @runs_app.command("rm")
@@ -85,7 +86,7 @@ def runs_rm(ctx: typer.Context, uids: list[str] = typer.Argument(..., metavar="U
     """Remove measured runs (all named, or none)."""
     from registry.removal import remove_runs
 
-    confirm(yes, f"Remove {len(uids)} run(s)?", f"refusing to remove {len(uids)} run(s)")
+    confirm(yes, f"Remove {plural(len(uids), 'run')}?", f"refusing to remove {plural(len(uids), 'run')}")
     with state(ctx).registry().begin() as conn:
         removed = remove_runs(conn, uids)
-    console.print(f"removed {removed} run(s)")
+    say(f"removed {plural(removed, 'run')}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from registry.cli.app import app, state
-from registry.cli.output import console, err_console, print_json
+from registry.cli.output import print_json, say
 
 report_app = typer.Typer(
     help="Reports to look at: one self-contained HTML file (charts inline, opens offline), or with "
@@ -40,7 +40,7 @@ def _emit(ctx: typer.Context, build, kind: str, name: str, out: Path | None, as_
     else:
         what = f"{written.charts} chart{'s' if written.charts != 1 else ''}" + \
                (f", {written.tables} table{'s' if written.tables != 1 else ''}" if written.format == "html" else "")
-        console.print(f"wrote {written.path} ({written.bytes / 1024:.0f} KiB, {what}): {report.title}")
+        say(f"wrote {written.path} ({written.bytes / 1024:.0f} KiB, {what}): {report.title}")
 
 
 _JSON = typer.Option(False, "--json", help="Print what was written as JSON.")
@@ -90,5 +90,5 @@ def _noted(conn, ref: str) -> str:
     from registry.trace.lookup import locate
     note = locate(conn, ref).note
     if note:
-        err_console.print(f"note: {note}")
+        say(f"note: {note}", err=True)
     return ref

@@ -20,9 +20,10 @@ import typer
 
 from registry import cpulist
 from registry.cli.app import app, state
-from registry.cli.output import err_console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 from registry.measure.onnode import node_cpus, thread_count
+from registry.values import plural
 
 TIMEOUT_EXIT = 124
 STDERR_FD = 2  # the process's stderr (sys.stderr may be a stand-in without a descriptor)
@@ -68,11 +69,11 @@ def run(
     threads = thread_count(cpus)
     state(ctx).close()  # no DuckDB file lock while the command runs
     runs_on = cpulist.format(cpus or sorted(os.sched_getaffinity(0)))
-    err_console.print(f"running {shlex.join(argv)} on node {node}, CPU(s) {runs_on}, {threads} thread(s), "
-                      f"{repeat} time(s)", highlight=False)
+    say(f"running {shlex.join(argv)} on node {node}, CPU(s) {runs_on}, {plural(threads, 'thread')}, "
+        f"{plural(repeat, 'time')}", err=True)
 
     def progress(i: int, seconds: float) -> None:
-        err_console.print(f"  repetition {i}/{repeat}: {seconds:.3f} s", highlight=False)
+        say(f"  repetition {i}/{repeat}: {seconds:.3f} s", err=True)
 
     try:
         # with --json, stdout is nodereg's JSON alone: the command's own output goes to stderr
@@ -102,4 +103,4 @@ def run(
     else:
         print_table([{"app": app_name, "node": node, "threads": threads, "repetitions": repeat, "median_s": median,
                       "min_s": min(timing.times_s), "max_s": max(timing.times_s)}])
-    err_console.print(f"{repeat} run(s) of {app_name} on {node} stored (batch {batch})", highlight=False)
+    say(f"{plural(repeat, 'run')} of {app_name} on {node} stored (batch {batch})", err=True)

@@ -3,7 +3,7 @@
 import typer
 
 from registry.cli.app import app, state
-from registry.cli.output import err_console
+from registry.cli.output import say
 from registry.errors import UserError
 
 
@@ -35,7 +35,7 @@ def serve(
     except (OSError, OverflowError) as exc:
         raise UserError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
     shown = f"[{host}]" if ":" in host else host
-    err_console.print(f"serving {web.state.source.display_url} read-only at http://{shown}:{port}{root_path}/ "
-                      "(Ctrl-C stops)", soft_wrap=True, markup=False, highlight=False)
+    say(f"serving {web.state.source.display_url} read-only at http://{shown}:{port}{root_path}/ "
+        "(Ctrl-C stops)", err=True)
     config = uvicorn.Config(web, log_level="warning", proxy_headers=True, server_header=False)
     uvicorn.Server(config).run(sockets=[sock])

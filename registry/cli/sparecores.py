@@ -13,7 +13,7 @@ import typer
 
 from registry.cli.app import import_app, state
 from registry.cli.evaluate import _progress
-from registry.cli.output import console, print_json, print_table
+from registry.cli.output import print_json, print_table, say
 
 
 @import_app.command("sparecores")
@@ -50,4 +50,4 @@ def import_sparecores_cmd(
                for key, n in tasks.items()]
     print_table(skipped, ["task", "reason", "servers"], title="tasks skipped", empty="no task skipped")
     for line in failed:
-        console.print(f"failed: {line}")
+        say(f"failed: {line}")

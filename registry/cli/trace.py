@@ -11,7 +11,7 @@ from rich.text import Text
 
 from registry import cpulist
 from registry.cli.app import app, state
-from registry.cli.output import err_console, print_json, print_table
+from registry.cli.output import err_console, print_json, print_table, say
 from registry.errors import UserError
 from registry.inventory import Inventory, collect
 from registry.measure.onnode import node_cpus
@@ -138,16 +138,21 @@ def trace(
     cpus = node_cpus(node_row, "trace on that host (signatures compare only on the same node)")
     state(ctx).close()  # no DuckDB file lock while the command runs (reopened, with --wait, to store)
     runs_on = cpulist.format(cpus or sorted(os.sched_getaffinity(0)))
-    err_console.print(f"tracing {shlex.join(argv)} on node {node_row['name']}, CPU(s) {runs_on}"
-                      f"{'' if cpus else ' (all this process may use)'} (every {interval:g} s)", highlight=False)
+    say(f"tracing {shlex.join(argv)} on node {node_row['name']}, CPU(s) {runs_on}"
+        f"{'' if cpus else ' (all this process may use)'} (every {interval:g} s)", err=True)
     if host_inventory:
-        err_console.print(f"note: no node has been profiled on this host: the trace is recorded against its "
-                          f"inventory as node {node_row['name']!r}; `nodereg match` will need --base NODE (a "
-                          f"profiled node of the same hardware), or a profile of this host "
-                          f"({command_line('nodereg', 'profile', node_row['name'])})", highlight=False)
+        say(f"note: no node has been profiled on this host: the trace is recorded against its "
+            f"inventory as node {node_row['name']!r}; `nodereg match` will need --base NODE (a "
+            f"profiled node of the same hardware), or a profile of this host "
+            f"({command_line('nodereg', 'profile', node_row['name'])})", err=True)
     spinner = []  # no live display while the command runs: its own output owns the terminal
 
     def status(message: str) -> None:
+        """A long step after the run (a valgrind pass): a spinner at a terminal, a line elsewhere (a
+        spinner draws nothing there, and these steps take 20-100 times the run)."""
+        if not err_console.is_terminal:
+            say(f"{message} ...", err=True)
+            return
         spinner.append(err_console.status(Text(message)))
         spinner[-1].start()
 
@@ -165,7 +170,7 @@ def trace(
         for s in spinner:
             s.stop()
     for note in notes:
-        err_console.print(f"note: {note}", highlight=False)
+        say(f"note: {note}", err=True)
     try:
         with state(ctx).registry().begin() as conn:  # one transaction: an interrupt here rolls it back
             if host_inventory:
@@ -182,8 +187,8 @@ def trace(
         print_json({"trace_id": trace_id, "uid": uid, **result.to_dict()})
     else:
         _print_phases(result)
-    err_console.print(f"trace {uid} stored ({result.status}, {result.wall_s:.2f} s, {plural(len(result.phases), 'phase')})"
-                      + (f"; written to {out}" if out else ""), highlight=False)
+    say(f"trace {uid} stored ({result.status}, {result.wall_s:.2f} s, {plural(len(result.phases), 'phase')})"
+        + (f"; written to {out}" if out else ""), err=True)
     probe_error = (result.meta.get("streams") or {}).get("error")
     if probe_error and result.status == "ok":
         err_console.print(f"error: {probe_error} (the trace is stored without them)", highlight=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from registry.db.names import check_name
 from registry.errors import UserError
-from registry.values import finite_json
+from registry.values import command_line, finite_json
 
 FORMAT = "nodereg-trace"
 VERSION = 1
@@ -96,8 +96,12 @@ def read_trace(path: Path | str) -> Trace:
         text = path.read_text()
     except FileNotFoundError:
         raise UserError(f"trace file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read trace file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnicodeDecodeError:     # a program, say: the codec's byte offset helps nobody
+        program = str(path) if "/" in str(path) else f"./{path}"
+        raise UserError(f"{path} is not a nodereg trace file (binary data, not JSON text); a program is traced "
+                        f"with {command_line('nodereg', 'trace', '--name', 'APP', '--', program)}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read trace file {path}: {exc.strerror or exc}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

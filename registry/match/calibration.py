@@ -45,11 +45,11 @@ def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals
 
 
 _DISPERSION = """
-SELECT n.name, avg(r.cv * r.cv) AS cv2
+SELECT n.name, sum(s.cv2_sum) / sum(s.cv_runs) AS cv2
 FROM v_latest_profile l
 JOIN nodes n ON n.node_id = l.node_id
-JOIN profile_runs r ON r.profile_id = l.profile_id
-WHERE l.suite = :suite AND r.cv IS NOT NULL
+JOIN v_profile_summary s ON s.profile_id = l.profile_id
+WHERE l.suite = :suite AND s.cv_runs > 0
 GROUP BY n.name"""
 
 

@@ -28,15 +28,14 @@ PARTIAL_FACTOR = 1.25
 UNSTABLE_SHARE = 0.25     # below this share of unstable configs, no caveat (a few always are)
 
 _LATEST = """
-SELECT n.name, p.mode, p.host_load_json, count(r.run_id) AS configs,
-       sum(CASE WHEN r.unstable THEN 1 ELSE 0 END) AS unstable
+SELECT n.name, p.mode, p.host_load_json, sum(s.runs) AS configs, sum(s.unstable) AS unstable
 FROM profiles p
 JOIN nodes n ON n.node_id = p.node_id
-JOIN profile_runs r ON r.profile_id = p.profile_id
+JOIN v_profile_summary s ON s.profile_id = p.profile_id
 JOIN v_latest_profile l ON l.profile_id = p.profile_id AND l.newest
 GROUP BY n.name, p.mode, p.host_load_json
-HAVING p.mode = 'custom' OR p.host_load_json IS NOT NULL
-    OR sum(CASE WHEN r.unstable THEN 1 ELSE 0 END) >= :share * count(r.run_id)"""
+HAVING sum(s.runs) > 0 AND (p.mode = 'custom' OR p.host_load_json IS NOT NULL
+                            OR sum(s.unstable) >= :share * sum(s.runs))"""
 # (only the profiles that can carry a caveat come back: a 10,000-node registry has few)
 
 
@@ -140,13 +139,21 @@ def apply(result, caveats: list[Caveat], base: str) -> None:
         scope = "every node's interval widened" if on_base else ("its interval widened" if len(same) == 1 else
                                                                   "their intervals widened")
         names = ", ".join(c.node for c in same[:3]) + (f" and {len(same) - 3} more" if len(same) > 3 else "")
+        if len(same) > 1:     # the details speak of one node's profile
+            detail = detail.replace("its profile", "each one's profile")
         result.warnings.append(f"{names}: {detail}; {scope} x{f:.2g}" + (" (base node)" if on_base else "")
-                               + _advice(same[0]))
+                               + _advice(same))
 
 
-def _advice(c: Caveat) -> str:
-    if c.kind == "extrapolated":
+def _advice(same: list[Caveat]) -> str:
+    """The command that lifts the caveat, for each node of the group (up to 3; beyond, its form)."""
+    kind = same[0].kind
+    if kind == "extrapolated":
         return ""
-    if c.kind == "partial":
-        return f"; {command_line('nodereg', 'profile', c.node)} measures all of it"
-    return f"; re-profile on an idle host: {command_line('nodereg', 'profile', c.node, '--wait-idle', '600')}"
+    extra = () if kind == "partial" else ("--wait-idle", "600")
+    nodes = [c.node for c in same] if len(same) <= 3 else ["NODE"]
+    commands = " and ".join(command_line("nodereg", "profile", n, *extra) for n in nodes)
+    each = " on each" if len(same) > 3 else ""
+    if kind == "partial":
+        return f"; {commands}{each} {'measures' if len(nodes) == 1 else 'measure'} all of it"
+    return f"; re-profile on an idle host: {commands}{each}"

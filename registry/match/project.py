@@ -29,6 +29,7 @@ from registry.models.plugins import create, model_class
 from registry.models.predictions import NodePredictions, predict_many
 from registry.trace import phases as trace_phases
 from registry.trace.lookup import FoundTrace
+from registry.values import command_line, plural
 from registry.workload import same_input
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
@@ -352,7 +353,7 @@ def _tie_warnings(phase: str, preds: Mapping[str, NodePrediction]) -> list[str]:
     first = preds.explanation(int(split[0]))["disagree"]
     lo, hi = first["ratios"]
     return [f"phase {phase}: its nearest references ({', '.join(first['references'])}) are about equally similar but "
-            f"scale differently on {len(split)} node(s) (on {preds.nodes[split[0]]}: x{lo:.2f} to x{hi:.2f} the base "
+            f"scale differently on {plural(len(split), 'node')} (on {preds.nodes[split[0]]}: x{lo:.2f} to x{hi:.2f} the base "
             "time); the signature cannot tell them apart, so the intervals were widened to cover them all"]
 
 
@@ -400,7 +401,10 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
     targets = nodes or profiles.nodes()
     missing = sorted(set(targets) - set(profiles.nodes()))
     if missing:
-        raise UserError(f"no profile for node(s) {', '.join(missing)}: profile them first or leave them out")
+        if len(missing) == 1:
+            raise UserError(f"no profile for node {missing[0]!r}: profile it first "
+                            f"({command_line('nodereg', 'profile', missing[0])} on that node) or leave it out")
+        raise UserError(f"no profile for nodes {', '.join(map(repr, missing))}: profile them first or leave them out")
     streamed = NEEDS_STREAMS in model_class(model).needs
     if streamed:
         from registry.match import streams as stream_match

@@ -9,6 +9,7 @@ measurements running (a `nodereg profile` or `trace`, or the microbenchmark driv
 """
 
 import os
+import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -53,7 +54,7 @@ def other_measurers() -> list[str]:
         nodereg = any(w == "nodereg" for w in words) or "registry" in words[1:3]
         if info["pid"] not in mine and (info["name"] == DRIVER or
                                          (nodereg and ("profile" in words or "trace" in words))):
-            found.append(f"{info['pid']} {' '.join(info['cmdline'] or [info['name']])[:80]}")
+            found.append(f"{info['pid']} {textwrap.shorten(' '.join(info['cmdline'] or [info['name']]), 80)}")
     return found
 
 

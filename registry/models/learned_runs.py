@@ -235,7 +235,7 @@ class _LearnedRuns(SimilarRunsModel):
             tol, weight, _ = self._choose(single)
             sr = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
             stacked = sr - offset
-            explanation |= {"tolerance": tol, "app_weight": weight, "shrink": learned["shrink"]}
+            explanation |= {"tolerance": tol, **weight._asdict(), "shrink": learned["shrink"]}
         X = self._rows(q[None, :], everywhere, stacked, single)[:, learned["features"]]
         log = offset + learned["shrink"] * np.mean([m.predict(X) for m in learned["models"]], axis=0)
         if stacked is not None:

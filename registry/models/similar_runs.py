@@ -15,12 +15,19 @@ and the prior decides: references of the app's thread class (1 CPU or all), appl
 The tolerance s and ``app_weight`` are not tuned by hand: each fit chooses them from a small grid by
 predicting every reference application from the others (its whole family left out) with the same
 calibration nodes, scored by the median absolute error on the other nodes: nested cross-validation
-inside the reference data. The residuals of that choice give the intervals: per node, the quantile
+inside the reference data. The same inner cross-validation then decides, coordinate-wise, whether
+the prior also weighs each reference by its track record (how well it alone predicts the reference
+apps of other families) and how much the other thread class counts (an app named all-CPU may scale
+like one-CPU references); each query then takes, of the settings tried, the one that did best on the
+reference apps whose pattern resembles its own (docs/crossarch.md). The residuals of that choice give the intervals: per node, the quantile
 of the reference applications' absolute log errors at the nominal coverage (split-conformal in
 spirit; calibrated on apps, not on the app predicted).
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,11 +39,21 @@ from registry.models.options import Option
 CAL = "cal."
 SINGLE = "meta.single"
 IS_APP = "meta.app"
-OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much
+OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts this much (by default)
+OTHER_THREAD_PRIORS = (1e-2, 1e-1)   # tried by the inner cross-validation (an app may scale like the other class)
 TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
+SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean error (None: no such prior)
+MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
+
+
+class Choice(NamedTuple):
+    """The prior's hyper-parameters that the inner cross-validation chooses (SimilarRunsModel._choose)."""
+    app_weight: float
+    sharpness: float | None = None       # of the track-record prior (None: none)
+    other: float = OTHER_THREAD_PRIOR    # weight of the references of the other thread class
 
 
 def pattern_columns(columns: list[str]) -> list[str]:
@@ -76,6 +93,18 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
     share = den / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((den > 0) & (share >= MIN_WEIGHT_SHARE), num / den, np.nan)
+
+
+def reliability_factor(E: np.ndarray, sharpness: float) -> np.ndarray:
+    """exp(-(E - min E) / sharpness) along the last axis; a reference without a track record gets the
+    worst one's factor (1 everywhere where none has one)."""
+    ok = np.isfinite(E)
+    worst = np.max(np.where(ok, E, -np.inf), axis=-1, keepdims=True)
+    E = np.where(ok, E, worst)
+    best = np.min(E, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        factor = np.exp(-(E - best) / sharpness)
+    return np.where(np.isfinite(factor), factor, 1.0)
 
 
 def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
@@ -135,6 +164,7 @@ class SimilarRunsModel(ProjectionModel):
                        "refs": [feats.rows[i] for i in np.flatnonzero(keep)],
                        "F": F[keep], "L": ratio.values[keep], "single": np.nan_to_num(meta[SINGLE]) > 0.5,
                        "app": np.nan_to_num(meta[IS_APP]) > 0.5}
+        self.fitted["tried"] = {}    # per query thread class: every (tolerance, Choice, per-app error, errors) tried
         self.fitted["choice"] = {}   # per query thread class: (tolerance, app weight, half widths per node)
         self.fitted["inner"] = {}    # per query thread class: (reference apps, nodes, their inner-CV log predictions)
         return self
@@ -159,13 +189,53 @@ class SimilarRunsModel(ProjectionModel):
             others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
         return others
 
-    def _prior(self, single: bool, app_weight: float) -> np.ndarray:
+    def _prior(self, single: bool, choice: Choice) -> np.ndarray:
+        """The references' prior weights for a query of this thread class under a grid choice: the app
+        weight, the other thread class's weight, and with a sharpness each reference's track record."""
         f = self.fitted
-        return np.where(f["single"] == single, 1.0, OTHER_THREAD_PRIOR) * np.where(f["app"], app_weight, 1.0)
+        prior = np.where(f["single"] == single, 1.0, choice.other) * np.where(f["app"], choice.app_weight, 1.0)
+        if choice.sharpness:
+            prior = prior * reliability_factor(self._track_records(single)[0], choice.sharpness)
+        return prior
 
-    def _choose(self, single: bool) -> tuple[float, float, np.ndarray]:
-        """(tolerance, app weight, per-node half width of the interval) for queries of this thread
-        class, by predicting each reference app of the class from the others (family left out)."""
+    def _track_records(self, single: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(E, E_minus, target families): E[r] is reference r's mean absolute log error as a single ratio
+        (offset from the calibration nodes) predicting the reference apps of this thread class on the
+        scored nodes, averaged per app family (pairs of one family not scored), then over families, so
+        that 68 compression variants count as one family; E_minus[r, g] leaves family g out, for an
+        inner target of family g (its own errors must not choose its references)."""
+        f = self.fitted
+        key = bool(single)
+        cache = f.setdefault("track", {})
+        if key in cache:
+            return cache[key]
+        targets = self.inner_targets(single)
+        fam = family_codes(f["refs"])
+        L = f["L"][:, self.scored_nodes()]
+        Fm = f["F"].mean(axis=1)
+        errs = np.full((len(f["refs"]), len(targets)), np.nan)
+        tf = fam[targets]
+        groups = np.unique(tf)
+        with warnings.catch_warnings():   # a reference measured on none of a target's nodes: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for j, t in enumerate(targets):
+                errs[:, j] = np.nanmean(np.abs(L + (Fm[t] - Fm)[:, None] - L[t][None, :]), axis=1)
+            errs[fam[:, None] == tf[None, :]] = np.nan
+            per = np.column_stack([np.nanmean(errs[:, tf == g], axis=1) for g in groups])   # R x G
+        ok = np.isfinite(per)
+        vals = np.where(ok, per, 0.0)
+        total, count = vals.sum(axis=1), ok.sum(axis=1)
+        E = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        left = count[:, None] - ok
+        E_minus = np.where(left > 0, (total[:, None] - vals) / np.maximum(left, 1), np.nan)
+        cache[key] = (E, E_minus, groups)
+        return cache[key]
+
+    def _choose(self, single: bool) -> tuple[float, Choice, np.ndarray]:
+        """(tolerance, Choice, per-node half width of the interval) for queries of this thread class, by
+        predicting each reference app of the class from the others (family left out): the tolerance
+        and app weight over their grid, then (coordinate-wise, each kept only if it lowers the inner
+        error) the track record's sharpness, the other thread class's weight, and the tolerance again."""
         f = self.fitted
         key = bool(single)
         if key in f["choice"]:
@@ -174,25 +244,78 @@ class SimilarRunsModel(ProjectionModel):
         fam = family_codes(f["refs"])
         others = self.scored_nodes()
         L = f["L"][:, others]
-        grid = [(t, a) for t in ((self.tolerance,) if self.tolerance else TOLERANCES) for a in APP_WEIGHTS]
-        best = None
-        for tol, weight in grid:
-            prior = np.tile(self._prior(single, weight), (len(targets), 1))
+        track = None
+        if len(set(fam[targets])) >= MIN_TRACK_FAMILIES:
+            _, E_minus, groups = self._track_records(single)
+            track = E_minus[:, np.searchsorted(groups, fam[targets])].T
+
+        def inner(tol: float, choice: Choice) -> tuple:
+            prior = np.tile(self._prior(single, choice._replace(sharpness=None)), (len(targets), 1))
+            if choice.sharpness:
+                prior = prior * reliability_factor(track, choice.sharpness)
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
             pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
+            plain = (tol, choice.app_weight)
+            if choice == Choice(choice.app_weight):
+                plain_pred[plain] = pred
+            else:   # where its references were not measured, the plain prior's prediction (as predict does)
+                pred = np.where(np.isnan(pred), plain_pred[plain], pred)
             err = np.abs(pred - L[targets])
-            score = np.nanmedian(err) if np.isfinite(err).any() else np.inf
-            if best is None or score < best[0]:
-                best = (score, tol, weight, err, pred)
-        _, tol, weight, err, pred = best
+            with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                tried.append((tol, choice, np.nanmedian(err, axis=1), err))
+            return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
+
+        tried = f["tried"].setdefault(key, [])
+        plain_pred: dict = {}   # (tolerance, app weight) -> the inner predictions with the plain prior
+
+        tolerances = (self.tolerance,) if self.tolerance else TOLERANCES
+        best = min((inner(t, Choice(a)) for t in tolerances for a in APP_WEIGHTS), key=lambda r: r[0])
+        for field, values in (("sharpness", SHARPNESS if track is not None else ()), ("other", OTHER_THREAD_PRIORS)):
+            start = best
+            for value in values:
+                candidate = inner(start[1], start[2]._replace(**{field: value}))
+                if candidate[0] < best[0]:
+                    best = candidate
+        _, tol, weight, err, pred = min([best] + [inner(t, best[2]) for t in tolerances if t != best[1]],
+                                        key=lambda r: r[0])
         f["inner"][key] = (targets, others, pred)
-        glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
-        half = np.full(len(f["nodes"]), glob)
-        per = column_quantile(err, self.coverage, at_least=10)
-        # a node's own quantile where enough apps say so, else the pooled one; nodes not scored: pooled
-        half[others] = np.where(np.isfinite(per), per, glob)
-        f["choice"][key] = (tol, weight, half)
+        f["choice"][key] = (tol, weight, self._half_widths(err))
         return f["choice"][key]
+
+    def _half_widths(self, err: np.ndarray) -> np.ndarray:
+        """Per node, the interval's half width in log units from the inner cross-validation's absolute
+        errors (targets x scored nodes): a node's own quantile where enough apps say so, else the pooled
+        one; nodes not scored: pooled."""
+        glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
+        half = np.full(len(self.fitted["nodes"]), glob)
+        per = column_quantile(err, self.coverage, at_least=10)
+        half[self.scored_nodes()] = np.where(np.isfinite(per), per, glob)
+        return half
+
+    def _local_choice(self, single: bool, q: np.ndarray) -> tuple[float, Choice, np.ndarray]:
+        """The hyper-parameters for one query: of every setting the inner cross-validation tried, the one
+        with the lowest error on the reference apps whose pattern resembles the query's (weight
+        exp(-SSE / 2s^2), s the class's chosen tolerance, each app family counted once). With one
+        calibration node every pattern is alike: the class's choice."""
+        f = self.fitted
+        tol, choice, half = self._choose(single)
+        if len(q) < 2 or self.tolerance:
+            return tol, choice, half
+        targets = self.inner_targets(single)
+        fam = family_codes(f["refs"])[targets]
+        patterns = f["F"][targets]
+        gaps = q[None, :] - patterns
+        sse = ((gaps - gaps.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+        v = np.exp(-(sse - sse.min()) / (2 * tol ** 2)) / np.bincount(fam)[fam]
+        scores = []
+        for _, _, per_app, _ in f["tried"][bool(single)]:
+            ok = np.isfinite(per_app)
+            scores.append((v[ok] * per_app[ok]).sum() / max(v[ok].sum(), 1e-300) if ok.any() else np.inf)
+        local_tol, local, _, err = f["tried"][bool(single)][int(np.argmin(scores))]
+        if (local_tol, local) == (tol, choice):
+            return tol, choice, half
+        return local_tol, local, self._half_widths(err)
 
     # -- predict -------------------------------------------------------------------------------
 
@@ -206,10 +329,16 @@ class SimilarRunsModel(ProjectionModel):
             raise UserError(f"similar-runs: the query has no value for {', '.join(missing[:3])}")
         q = np.array([float(sig[c]) for c in f["columns"]])
         single = float(sig.get(SINGLE, 0.0)) > 0.5
-        tol, weight, half = self._choose(single)
+        tol, weight, half = self._local_choice(single, q)
         log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
+        if weight != Choice(weight.app_weight) and np.isnan(log).any():
+            # a track record or the other class's weight can put the weight on a few references; a node
+            # where those were not measured gets the plain prior's prediction, not none
+            plain = weighted_projection(f["F"], f["L"], q[None, :],
+                                        self._prior(single, Choice(weight.app_weight))[None, :], tol)[0]
+            log = np.where(np.isnan(log), plain, log)
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
-                                {"tolerance": tol, "app_weight": weight})
+                                {"tolerance": tol, **weight._asdict()})
 
     # -- storage -------------------------------------------------------------------------------
 
@@ -231,5 +360,5 @@ class SimilarRunsModel(ProjectionModel):
                             "L": np.array([[np.nan if v is None else v for v in row] for row in params["L"]],
                                           dtype=float),
                             "single": np.array(params["single"], dtype=bool),
-                            "app": np.array(params["app"], dtype=bool), "choice": {}, "inner": {}}
+                            "app": np.array(params["app"], dtype=bool), "choice": {}, "inner": {}, "tried": {}}
         return model

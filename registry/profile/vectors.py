@@ -1,9 +1,10 @@
 """A stored profile's runs packed into one row of `profile_vectors`: what `nodereg match` reads of it.
 
-A projection needs, per run of every node's latest profile, four numbers: the config, its thread
-count, the cache level its working set fell in, and the throughput (work per second of the whole
-node). Computed from `profile_runs` at match time, a 10,000-node x 300-config registry is three
-million rows to compute and fetch on every match (about half of its time on DuckDB, and far worse
+A projection needs, per run of every node's latest profile, three numbers: the config (its thread
+count is the config's), the cache level its working set fell in, and the throughput (work per
+second of the whole node); and per profile its counts of runs and of unstable ones and its
+repetitions' dispersion (the caveats and the intervals: v_profile_summary). Computed from
+`profile_runs` at match time, a 10,000-node x 300-config registry is three million rows to compute and fetch on every match (about half of its time on DuckDB, and far worse
 through PostgreSQL's row protocol); packed once per profile when the profile is stored (a profile's
 runs never change afterwards), it is 10,000 rows of a few kilobytes. The same SQL (`PER_RUN`)
 computes both, so the packed and the computed figures are the same numbers
@@ -54,7 +55,7 @@ def _per_run(dialect: str) -> str:
     level, join = level_sql(dialect)
     return f"""
 SELECT r.profile_id, r.config_id, CAST(COALESCE({level}, -1) AS INTEGER) AS level,
-       {THROUGHPUT} AS throughput
+       {THROUGHPUT} AS throughput, CASE WHEN r.unstable THEN 1 ELSE 0 END AS unstable, r.cv
 FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id{join}
 WHERE r.profile_id IN ({{ids}})
 ORDER BY r.profile_id, r.run_id"""
@@ -79,7 +80,12 @@ def store_vectors(conn: sa.Connection, profile_ids: list[int]) -> int:
             packed["config"] = runs["config_id"][part]
             packed["level"] = runs["level"][part]
             packed["throughput"] = runs["throughput"][part].astype(float)
-            rows.append({"profile_id": int(profile[part[0]]), "runs": len(part), "data": packed.tobytes()})
+            cv = runs["cv"][part].astype(float)
+            measured = cv[~np.isnan(cv)]
+            rows.append({"profile_id": int(profile[part[0]]), "runs": len(part),
+                         "unstable": int(runs["unstable"][part].sum()), "cv_runs": len(measured),
+                         "cv2_sum": float(np.sum(measured * measured)) if len(measured) else None,
+                         "data": packed.tobytes()})
     return insert_rows(conn, "profile_vectors", rows)
 
 
@@ -88,7 +94,10 @@ def pack_all(conn: sa.Connection) -> int:
     registry held before it); returns the rows written."""
     ids = conn.execute(sa.text("SELECT profile_id FROM profiles WHERE profile_id NOT IN "
                                "(SELECT profile_id FROM profile_vectors)")).scalars().all()
-    return store_vectors(conn, ids)
+    written = store_vectors(conn, ids)
+    if conn.dialect.name == "postgresql":   # its planner plans v_profile_summary with them (a table just filled)
+        conn.execute(sa.text("ANALYZE profile_vectors"))
+    return written
 
 
 def read_packed(conn: sa.Connection, sql: str, params: dict) -> tuple[np.ndarray, np.ndarray]:

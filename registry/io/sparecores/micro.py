@@ -66,7 +66,7 @@ def parse_membench(text: str) -> list[Measurement]:
     for r in rows:
         try:
             size = int(float(r.get("size_kb") or "")) * 1024
-        except ValueError:
+        except (ValueError, OverflowError):   # not a number, or inf: no size to name the config by
             continue
         op = (r.get("operation") or "").strip().lower()
         if not re.fullmatch(r"[a-z_]+", op) or size <= 0:
