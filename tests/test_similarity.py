@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from registry.db import migrate, open_registry
+from registry.db import migrate, migrations, open_registry
 from registry.models.similarity import WEIGHTS_VERSION, SimilarityModel, load_weights, prior_weight
 from registry.models import plugins
 from registry.models.base import Matrix, Query, ReferenceSet
@@ -126,7 +126,7 @@ def test_prior_weight_patterns():
 def _migrated_to(url: str, last: int) -> None:
     """A registry as a nodereg whose newest migration was `last` left it."""
     older = [m for m in migrate.available() if m.version <= last]
-    with mock.patch.object(migrate, "available", return_value=older):
+    with mock.patch.object(migrations, "available", return_value=older):
         open_registry(url).close()
 
 
@@ -282,7 +282,7 @@ def test_tied_references_that_disagree_widen_the_interval_and_say_so():
     wide = predict(m, {"sar.x": 1.0, "sar.y": 5.0})["n1"]
     assert wide.low_s <= 10.0 + 1e-9 and wide.high_s >= 16.0 - 1e-9
     (warning,) = _tie_warnings("solve", out)
-    assert "phase solve" in warning and "1 node(s)" in warning and "x1.00 to x1.60" in warning
+    assert "phase solve" in warning and "on 1 node (" in warning and "x1.00 to x1.60" in warning
     # a query near one reference only: no tie, no warning
     alone = predict(m, {"sar.x": 9.0, "sar.y": 0.0})
     assert not any("disagree" in p.explanation for p in alone.values()) and _tie_warnings("solve", alone) == []
