@@ -10,6 +10,8 @@ from fleet_data import host_record, memory_only, store_hosts
 from registry_data import profile_at_speeds
 
 from registry.db import open_registry
+from registry.doctor import check, fix
+from registry.errors import UserError
 from registry.io.bundle import export_bundle, import_bundle
 from registry.match import references as refs_mod
 from registry.profile.store import store_profile
@@ -129,8 +131,14 @@ def test_a_record_of_the_wrong_length_is_a_clear_error(db_url):
     reg.write(lambda conn: store_profile(conn, record))
     with reg.begin() as conn:
         conn.execute(sa.text("UPDATE profile_vectors SET runs = runs + 1"))
-    with reg.connect() as conn, pytest.raises(Exception, match="do not hold their counts of runs"):
+    with reg.connect() as conn, pytest.raises(UserError, match="do not hold their counts of runs.*doctor --fix"):
         refs_mod.load_profiles(conn, "n")
+    with reg.connect() as conn:
+        assert [(p.kind, p.table) for p in check(conn)] == [("incomplete", "profile_vectors")]
+    reg.write(fix)   # the damaged packed row goes; the profile is read from its runs
+    runs = _count(reg, "profile_runs")
+    with reg.connect() as conn:
+        assert check(conn) == [] and refs_mod.load_profiles(conn, "n").config_id.size == runs
     reg.close()
 
 

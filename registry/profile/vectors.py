@@ -28,6 +28,7 @@ from registry.errors import UserError
 # one run: its config (ub_configs.config_id: the thread count is the config's), the cache level its
 # working set fell in (-1: none recorded) and its throughput; 13 bytes, little-endian, unaligned
 DTYPE = np.dtype([("config", "<i4"), ("level", "<i1"), ("throughput", "<f8")])
+RECORD_BYTES = DTYPE.itemsize
 
 # The cache level of each run, by backend: on DuckDB a scalar subquery on the signatures' key (a LEFT
 # JOIN had DuckDB build its hash table from the millions of runs, 1.8 s of a 10,000-node match; the
@@ -108,5 +109,5 @@ def read_packed(conn: sa.Connection, sql: str, params: dict) -> tuple[np.ndarray
     data = b"".join(rows["data"].tolist())
     if len(data) != int(counts.sum()) * DTYPE.itemsize:
         raise UserError("the registry's packed profiles (profile_vectors) do not hold their counts of runs: "
-                        "run `nodereg doctor` on it")
+                        "`nodereg doctor --fix` removes the damaged ones (their profiles are then read from their runs)")
     return np.repeat(rows["node_id"].astype(np.int64), counts), np.frombuffer(data, dtype=DTYPE)
