@@ -243,11 +243,13 @@ def test_kill_9_while_the_command_runs(db_url, tmp_path):
     assert not out.exists() and not list(tmp_path.glob(".t.json*"))
 
 
-def _storing(pid: int, db_url: str) -> bool:
+def _storing(pid: int, db_url: str, reader) -> bool:
     """Whether process `pid` is inside its transaction storing the trace (its only write).
 
-    PostgreSQL: it holds a lock on trace_samples, so its traces row is written, uncommitted.
-    DuckDB: it has the file open (the tracer closes it while the command runs).
+    PostgreSQL: it holds a lock on trace_samples, so its traces row is written, uncommitted; asked
+    on `reader`'s connection, opened once (opening one per poll took longer than a short store's
+    transaction, which CI then missed). DuckDB: it has the file open (the tracer closes it while the
+    command runs).
     """
     path = duckdb_path(sa.make_url(db_url))
     if path is not None:
@@ -255,14 +257,9 @@ def _storing(pid: int, db_url: str) -> bool:
             return any(os.readlink(fd) == str(path) for fd in Path(f"/proc/{pid}/fd").iterdir())
         except OSError:  # a descriptor closed, or the process ended, meanwhile
             return False
-    reg = open_registry(db_url, readonly=True)
-    try:
-        with reg.connect() as conn:
-            return bool(conn.execute(sa.text(
-                "SELECT count(*) FROM pg_locks WHERE relation = CAST('trace_samples' AS regclass) "
-                "AND pid <> pg_backend_pid()")).scalar())
-    finally:
-        reg.close()
+    return bool(reader.execute(sa.text(
+        "SELECT count(*) FROM pg_locks WHERE relation = CAST('trace_samples' AS regclass) "
+        "AND pid <> pg_backend_pid()")).scalar())
 
 
 @both_backends
@@ -274,9 +271,16 @@ def test_kill_9_while_the_trace_is_stored(db_url, tmp_path):
             "open(sys.argv[1], 'w').close()\n")
     proc = _trace_process(db_url, out, "--interval", "0.002", "--", PY, "-c", busy, str(ended))  # ~500 samples
     deadline = time.monotonic() + 60
-    while not (ended.exists() and _storing(proc.pid, db_url)):
-        assert proc.poll() is None and time.monotonic() < deadline, "the trace ended before it could be killed"
-        time.sleep(0.005)
+    reg = None if duckdb_path(sa.make_url(db_url)) else open_registry(db_url, readonly=True)
+    reader = reg.connect().execution_options(isolation_level="AUTOCOMMIT") if reg else None
+    try:
+        while not (ended.exists() and _storing(proc.pid, db_url, reader)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the trace ended before it could be killed"
+            time.sleep(0.005)
+    finally:
+        if reg is not None:
+            reader.close()
+            reg.close()
     time.sleep(0.02)  # DuckDB: past opening the file, into the writes
     proc.kill()
     proc.wait()
