@@ -26,6 +26,15 @@ def test_the_time_missed_at_exit_goes_to_the_last_row():
     assert [r["cpu_util"] for r in s.rows[:-1]] == [1.9, 1.9]
 
 
+def test_an_exit_just_after_a_sample_gives_the_row_before_the_time_it_missed():
+    """The fresh-clone CI run's case: the team's worker ended inside the second interval (its time
+    there unseen) and the command exited 10 ms after that sample; the last row alone could take
+    only 10 ms of the missing 0.12 s at the team's rate, and the rows fell 7% short of wait4's."""
+    s = _sampler_with([(0.1, 2.0), (0.2, 1.0), (0.21, 0.0)])
+    s.account_exit(0.2 + 0.2 + 0.02)
+    assert [r["cpu_util"] for r in s.rows] == pytest.approx([2.0, 2.0, 2.0])
+
+
 def test_earlier_lost_time_is_not_piled_onto_the_end():
     """At most the busiest earlier row's rate: a thread that exited mid-run lost time the end did not use."""
     s = _sampler_with([(0.1, 2.0), (0.2, 1.0), (0.25, 0.1)])

@@ -89,18 +89,26 @@ class TreeSampler:
         since the previous sample: a team busy to the end read as an idle last interval (xz -T2:
         0.02 CPUs over its last 46 ms instead of ~1.9), and a phase that ends the run looked partly
         serial. The missing time is put there, at most at the busiest earlier row's rate, so that the
-        time of a thread that exited earlier in the run (equally unseen) is not piled onto the end.
+        time of a thread that exited earlier in the run (equally unseen) is not piled onto the end;
+        what the last row cannot take at that rate goes to the row before it (a command that exits
+        just after a sample: that sample missed the threads that had ended by then).
         """
         if not self.rows:
             return
         starts = [0.0, *(r["t_s"] for r in self.rows[:-1])]
         seen = sum(r["cpu_util"] * (r["t_s"] - t0) for r, t0 in zip(self.rows, starts))
-        last, dt = self.rows[-1], self.rows[-1]["t_s"] - starts[-1]
         missing = cpu_s - seen
-        if missing <= 0 or dt <= 0:
-            return
         ceiling = max((r["cpu_util"] for r in self.rows[:-1]), default=math.inf)
-        last["cpu_util"] = max(last["cpu_util"], min(last["cpu_util"] + missing / dt, ceiling))
+        # the last row, then the one before it: a command that exits just after a sample leaves a
+        # short last interval, and that sample already missed the threads that ended before it
+        for row, t0 in list(zip(self.rows, starts))[-2:][::-1]:
+            dt = row["t_s"] - t0
+            if missing <= 0 or dt <= 0:
+                return
+            room = max(0.0, ceiling - row["cpu_util"]) * dt
+            added = min(missing, room)
+            row["cpu_util"] += added / dt
+            missing -= added
 
     def _collect(self, t_s: float, emit: bool) -> dict | None:
         pids = procfs.tree(self.root)
