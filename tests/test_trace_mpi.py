@@ -93,13 +93,15 @@ def test_every_rank_is_followed_and_each_phase_split(cli, launch, halo, db_url, 
     auto = [p.signature["mpi"] for p in trace.phases if p.method == "auto"]
     assert sum(a["msgs"] for a in auto) == pytest.approx(msgs, rel=1e-6)
     assert sum(a["coll"] for a in auto) == pytest.approx(STEPS, rel=1e-6)
-    # the split per phase: within 10 points of the program's own (mean over the ranks). Looser than
-    # the whole run's 5: the phases alternate every few milliseconds, and a rank preempted between a
-    # marker and its first MPI call counts that time as computation where the program counts it in
-    # its phase (the full suite on this 2-core machine read 0.946 against the program's 0.998 once)
+    # the split per phase: within 5 points of the program's own (mean over the ranks), as the whole
+    # run's. Both time MPI call by call, and the library's phase opens after the marker's write to the
+    # tracer (which can lose the CPU on this 2-core machine) as the program's timer does. The exchange
+    # phase is about 10 ms a rank, so the library's own book-keeping after each call (inside the
+    # program's timer, outside its own) shows: 7 idle runs read 1.5 to 2.5 points low, 8 under
+    # `stress-ng --cpu 2` 0.1 to 0.4; a phase that opened before the write read 0.86 against 1.00
     for name, sig in (("exchange", ex), ("compute", comp)):
         share = sum(own[(r, name)][0] / own[(r, name)][1] for r in (0, 1)) / 2
-        assert sig["comm_share"] == pytest.approx(share, abs=0.10), name
+        assert sig["comm_share"] == pytest.approx(share, abs=0.05), name
         assert 0 <= sig["comm_share"] <= sig["comm_share_max"] <= 1
     stored = {p["phase"]: p for p in doc["phases"]}
     assert [r["rank"] for r in stored["exchange"]["ranks"]] == [0, 1]

@@ -53,10 +53,8 @@ static inline void nodereg_phase_send_(const char *line, int n)
 
 extern void nodereg_pmpi_mark(const char *verb, const char *name) __attribute__((weak));
 
-static inline void nodereg_phase_mark_(const char *verb, const char *name)
+static inline void nodereg_phase_fifo_mark_(const char *verb, const char *name)
 {
-    if (nodereg_pmpi_mark)
-        nodereg_pmpi_mark(verb, name);
     if (nodereg_phase_open_() < 0)
         return;
     struct timespec ts;
@@ -64,6 +62,19 @@ static inline void nodereg_phase_mark_(const char *verb, const char *name)
     char line[512];
     nodereg_phase_send_(line, snprintf(line, sizeof line, "%s %s %lld.%09ld %d\n", verb, name, (long long)ts.tv_sec,
                                        ts.tv_nsec, (int)getpid()));
+}
+
+/* The PMPI library's phase is the inner one: it opens after the line to the tracer is written and
+ * closes before the next is, so that write (a system call that can wake the tracer and lose this
+ * CPU to it) stays out of the phase's time, as it stays out of timers the program keeps inside. */
+static inline void nodereg_phase_mark_(const char *verb, const char *name)
+{
+    int begin = verb[0] == 'b';
+    if (nodereg_pmpi_mark && !begin)
+        nodereg_pmpi_mark(verb, name);
+    nodereg_phase_fifo_mark_(verb, name);
+    if (nodereg_pmpi_mark && begin)
+        nodereg_pmpi_mark(verb, name);
 }
 
 static inline void nodereg_phase_stream_(const char *name, long long size_elems, long long stride_bytes,
