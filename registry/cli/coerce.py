@@ -6,7 +6,8 @@ the value is first read: importing pydantic and building the adapters of one com
 value of a plain type (str, int, float, a flag's bool, or a list of one of them) that reads cleanly and lies in
 its range is taken as it is; anything else (a value that is not a number, one out of range, any
 other type) goes to typer's own adapter, so that every error message stays typer's. With a typer
-that has no adapters (click converts the values itself), nothing is changed.
+that has no adapters (click converts the values itself), or whose private adapter classes no longer
+take the fields used here, nothing is changed: the start-up is slower, every value still checked.
 """
 
 import re
@@ -84,5 +85,8 @@ def install(command) -> None:
             if kind is None or desc.is_file or desc.is_path or desc.is_choice or info.parser is not None \
                     or info.clamp:
                 continue
-            param._runtime_param = PlainParam(parameter_info=info, annotation=desc.annotation, kind=kind, many=many,
-                                              descriptor=desc)
+            try:
+                param._runtime_param = PlainParam(parameter_info=info, annotation=desc.annotation, kind=kind,
+                                                  many=many, descriptor=desc)
+            except TypeError:  # pragma: no cover - a typer whose RuntimeParam has other fields
+                return
