@@ -65,7 +65,7 @@ def test_match_says_its_calibration_and_accuracy_its_coverage(cli, db_url):
     # fast measured 2% above its prediction (inside), one 2.02x (outside)
     assert (summary["intervals"], summary["coverage"], summary["nominal"]) == (2, 0.5, 0.8)
     text = cli("match", "app", "--no-store").out
-    assert "uncalibrated (2 checked prediction(s) of similarity" in text
+    assert "uncalibrated (2 checked predictions of similarity" in text
     # ten more checked sets: enough for a conformal scale
     reg = open_registry(db_url)
     with reg.begin() as conn:

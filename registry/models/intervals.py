@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from registry.values import plural
+
 NOMINAL = 0.8          # the share of outcomes an interval is meant to hold
 MIN_CHECKS = 10        # checked predictions below which no calibration is attempted
 MIN_HALF_WIDTH = 0.05  # ln(1.05): repetition noise of profile medians and of program runs
@@ -45,7 +47,7 @@ class Calibration:
     def describe(self) -> str:
         who = f"{self.model} {self.version}"
         if not self.calibrated:
-            return (f"intervals: the model's own, uncalibrated ({self.checks} checked prediction(s) of {who}, "
+            return (f"intervals: the model's own, uncalibrated ({plural(self.checks, 'checked prediction')} of {who}, "
                     f"fewer than {MIN_CHECKS}; `nodereg accuracy` reports their coverage)")
         return (f"intervals: {self.nominal:.0%} by conformal calibration on {self.checks} checked predictions "
                 f"of {who} (half-widths x{self.scale:.2f})")

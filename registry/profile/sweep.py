@@ -21,6 +21,7 @@ from registry.inventory import Cache, Inventory
 from registry.profile import catalog
 from registry.profile.catalog import Microbenchmark
 from registry.profile.placement import Cpu, pair_placements, placements
+from registry.values import plural
 
 MODES = ("quick", "default", "full")
 # A virtual machine may report a smaller last-level cache than its host has: this development VM
@@ -293,7 +294,7 @@ def plan(inv: Inventory, topology: Sequence[Cpu], mode: str = "default",
         threads = default_threads(n_cpus)
     bad = [t for t in threads if t < 1 or t > n_cpus]
     if bad:
-        raise UserError(f"--threads {', '.join(map(str, bad))}: this node has {n_cpus} CPU(s) "
+        raise UserError(f"--threads {', '.join(map(str, bad))}: this node has {plural(n_cpus, 'CPU')} "
                         f"({inv.cpu_list}), so threads must be 1..{n_cpus}")
     threads = sorted(set(threads))
     notes = []
@@ -326,7 +327,7 @@ def plan(inv: Inventory, topology: Sequence[Cpu], mode: str = "default",
     configs += mpi_configs(mpi_kernels, topology, threads, mode, notes)
     kept = [c for c in configs if c.ws_bytes <= limit]
     if len(kept) < len(configs):
-        notes.append(f"{len(configs) - len(kept)} configuration(s) skipped: working set above "
+        notes.append(f"{plural(len(configs) - len(kept), 'configuration')} skipped: working set above "
                      f"{limit / KB**3:.1f} GiB (a quarter of memory)")
     unique: dict[str, Config] = {}
     for c in kept:

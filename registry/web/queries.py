@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from registry.db.read import read_frame
 from registry.errors import UserError
+from registry.values import plural
 
 # PostgreSQL: what changes when a writer adds or removes something a page shows (registry/web/source.py)
 STAMP_SQL = """SELECT (SELECT count(*) FROM nodes), (SELECT max(node_id) FROM nodes),
@@ -266,19 +267,20 @@ def warnings_for(frame: pd.DataFrame) -> list[str]:
     out = []
     low = frame[frame["coverage"] < 0.5]
     if len(low):
-        out.append(f"{len(low)} node(s) predicted from less than half of the trace's phases (coverage < 0.5)")
+        out.append(f"{plural(len(low), 'node')} predicted from less than half of the trace's phases (coverage < 0.5)")
     unpriced = frame["price_per_hour"].isna().sum()
     if unpriced:
-        out.append(f"{unpriced} of {len(frame)} node(s) have no price: left out of the cost ranking")
+        verb = "has" if unpriced == 1 else "have"
+        out.append(f"{unpriced} of {plural(len(frame), 'node')} {verb} no price: left out of the cost ranking")
     currencies = frame["currency"].dropna().unique()
     if len(currencies) > 1:
         out.append(f"prices in several currencies ({', '.join(sorted(currencies))}): costs are not comparable across them")
     off = frame[frame["abs_rel_error"] > 0.5]
     if len(off):
-        out.append(f"{len(off)} node(s) where the measured runs are more than 50 % off the prediction")
+        out.append(f"{plural(len(off), 'node')} where the measured runs are more than 50 % off the prediction")
     wide = frame[(frame["high_s"] / frame["low_s"]) > 3]
     if len(wide):
-        out.append(f"{len(wide)} node(s) with an interval wider than 3x (unstable or partial profiles)")
+        out.append(f"{plural(len(wide), 'node')} with an interval wider than 3x (unstable or partial profiles)")
     return out
 
 
