@@ -276,20 +276,21 @@ def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict) -
     node, rows = vectors.read_packed(conn, _PACKED, {"suite": suite})
     if not len(node):
         return runs
-    ids = np.unique(rows["config"]).tolist()
+    # each field read once out of the unaligned records into a column of its own
+    config, level = rows["config"].astype(np.int64), rows["level"].astype(np.int64)
+    throughput = rows["throughput"].astype(float)
+    ids = np.flatnonzero(np.bincount(config)).tolist()
     known = [c for c in ids if c in configs and (not filtered or _suite_of(configs[c]) == suite)]
-    keep = rows["throughput"] > 0
-    if len(known) < len(ids):   # the suite's configs only, as the SQL path joins them
-        keep &= np.isin(rows["config"], known)
+    threads_of = np.full(ids[-1] + 1, -1, dtype=np.int64)   # -1: not a config of the suite (left out, as
+    threads_of[known] = [configs[c][6] for c in known]       # the SQL path's join leaves it)
+    threads = threads_of[config]
+    keep = (throughput > 0) & (threads >= 0)
+    packed = {"node_id": node, "threads": threads, "combo": config * 64 + level + 1, "throughput": throughput}
     if not keep.all():
-        node, rows = node[keep], rows[keep]
-    config = rows["config"].astype(np.int64)
-    threads_of = np.zeros(max(ids) + 1, dtype=np.int64)
-    threads_of[known] = [configs[c][6] for c in known]
-    return {"node_id": np.concatenate([runs["node_id"].astype(np.int64), node]),
-            "threads": np.concatenate([runs["threads"].astype(np.int64), threads_of[config]]),
-            "combo": np.concatenate([runs["combo"].astype(np.int64), config * 64 + rows["level"] + 1]),
-            "throughput": np.concatenate([runs["throughput"].astype(float), rows["throughput"]])}
+        packed = {c: a[keep] for c, a in packed.items()}
+    if not len(runs["node_id"]):
+        return packed
+    return {c: np.concatenate([runs[c].astype(packed[c].dtype), packed[c]]) for c in packed}
 
 
 def _suite_of(config: tuple | None) -> str:
