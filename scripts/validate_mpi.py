@@ -8,6 +8,9 @@ Programs, from Debian's packages (installed with apt-get when missing and this r
 - HPC Challenge (package hpcc), with its example input at N = 1500 (HPL, DGEMM, STREAM, PTRANS,
   RandomAccess, FFT, b_eff); the grid P x Q = 1 x ranks. --no-hpcc leaves it out (75 s a run at 2
   ranks on a shared 2-CPU machine).
+- NWChem (package nwchem-openmpi; Fortran over Global Arrays on MPI): a B3LYP energy of one water
+  molecule in the cc-pVTZ basis, the textbook input of its documentation (the package ships no
+  example inputs; the script writes this one), about 3 s a run here.
 Not used: mpi4py programs (Debian's python3-mpi4py ships no demo programs; its demos are only in
 the source distribution), the NAS Parallel Benchmarks' MPI version (no Debian package; its Fortran
 sources are not available here), LAMMPS with threads (Debian's LAMMPS is built without its OPENMP
@@ -20,7 +23,7 @@ mpi --quick`, skipped when the registry has them), then per program: measured wa
 recommended configuration (`--configs`). Printed: predicted vs measured, the errors and their
 median, the recommended vs the measured best rank count, and the MPI shares.
 
-    .venv/bin/python scripts/validate_mpi.py [--db PATH] [--reps 3] [--no-hpcc] [--programs melt,crack,hpcc]
+    .venv/bin/python scripts/validate_mpi.py [--db PATH] [--reps 3] [--no-hpcc] [--programs melt,crack,hpcc,nwchem]
 
 Run it on a quiet machine: on a shared one, ranks that wait for a descheduled neighbour inflate
 both the communication share and the wall times.
@@ -46,7 +49,23 @@ from registry.microbench import mpi
 
 EXAMPLES = Path("/usr/share/lammps/examples")
 HPCC_INPUT = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
-PACKAGES = {"lmp": ["lammps", "lammps-examples"], "hpcc": ["hpcc"]}
+PACKAGES = {"lmp": ["lammps", "lammps-examples"], "hpcc": ["hpcc"], "nwchem.openmpi": ["nwchem-openmpi"]}
+# NWChem's input (no example ships with the package): one water molecule, B3LYP, cc-pVTZ
+NWCHEM_INPUT = """start h2o
+title "water B3LYP/cc-pVTZ"
+geometry units angstrom
+  O  0.000  0.000  0.117
+  H  0.000  0.757 -0.467
+  H  0.000 -0.757 -0.467
+end
+basis
+  * library cc-pvtz
+end
+dft
+  xc b3lyp
+end
+task dft energy
+"""
 NODEREG = [sys.executable, "-m", "registry"]
 
 
@@ -60,8 +79,11 @@ class Program:
             example = {"melt": "melt/in.melt", "crack": "crack/in.crack"}[self.name]
             return ["lmp", "-in", str(EXAMPLES / example), "-log", str(work / f"{self.name}.{ranks}.log"),
                     "-screen", "none"]
-        _hpcc_input(ranks, work)
-        return ["hpcc"]
+        if self.tool == "hpcc":
+            _hpcc_input(ranks, work)
+            return ["hpcc"]
+        (work / "h2o.nw").write_text(NWCHEM_INPUT)
+        return [self.tool, "h2o.nw"]
 
     def own_comm_share(self, ranks: int, work: Path) -> float | None:
         """The program's own figure of its MPI share, where it reports one (LAMMPS's Comm %total)."""
@@ -72,7 +94,8 @@ class Program:
         return float(found.group(1)) / 100 if found else None
 
 
-PROGRAMS = {"melt": Program("melt", "lmp"), "crack": Program("crack", "lmp"), "hpcc": Program("hpcc", "hpcc")}
+PROGRAMS = {"melt": Program("melt", "lmp"), "crack": Program("crack", "lmp"), "hpcc": Program("hpcc", "hpcc"),
+            "nwchem": Program("nwchem", "nwchem.openmpi")}
 
 
 def _hpcc_input(ranks: int, work: Path) -> None:
@@ -117,7 +140,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", type=Path, help="registry file (default: a temporary one)")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--programs", default="melt,crack,hpcc")
+    ap.add_argument("--programs", default="melt,crack,hpcc,nwchem")
     ap.add_argument("--no-hpcc", action="store_true")
     args = ap.parse_args()
     why = mpi.missing()
