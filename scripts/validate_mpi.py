@@ -10,7 +10,9 @@ Programs, from Debian's packages (installed with apt-get when missing and this r
   ranks on a shared 2-CPU machine).
 - NWChem (package nwchem-openmpi; Fortran over Global Arrays on MPI): a B3LYP energy of one water
   molecule in the cc-pVTZ basis, the textbook input of its documentation (the package ships no
-  example inputs; the script writes this one), about 3 s a run here.
+  example inputs; the script writes this one), about 3 s a run here. Its runs leave Open MPI's
+  mpi_yield_when_idle unset: with it set, Global Arrays' one-sided progress never completed
+  (Open MPI 4.1.4: a 3.6 s run still waiting after 60 s, with or without the trace).
 Not used: mpi4py programs (Debian's python3-mpi4py ships no demo programs; its demos are only in
 the source distribution), the NAS Parallel Benchmarks' MPI version (no Debian package; its Fortran
 sources are not available here), LAMMPS with threads (Debian's LAMMPS is built without its OPENMP
@@ -73,6 +75,7 @@ NODEREG = [sys.executable, "-m", "registry"]
 class Program:
     name: str
     tool: str
+    yields: bool = True     # may run with mpi_yield_when_idle (ranks give the CPU up while they wait)
 
     def argv(self, ranks: int, work: Path) -> list[str]:
         if self.tool == "lmp":
@@ -95,7 +98,7 @@ class Program:
 
 
 PROGRAMS = {"melt": Program("melt", "lmp"), "crack": Program("crack", "lmp"), "hpcc": Program("hpcc", "hpcc"),
-            "nwchem": Program("nwchem", "nwchem.openmpi")}
+            "nwchem": Program("nwchem", "nwchem.openmpi", yields=False)}
 
 
 def _hpcc_input(ranks: int, work: Path) -> None:
@@ -156,8 +159,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="validate-mpi-") as tmp:
         work = Path(tmp)
         db = args.db or work / "registry.duckdb"
-        env = {**mpi.environment(node_mpi), "OMPI_MCA_mpi_yield_when_idle": "1", "NODEREG_DB": f"duckdb:///{db}",
-               "OMP_NUM_THREADS": "1"}
+        base_env = {**mpi.environment(node_mpi), "NODEREG_DB": f"duckdb:///{db}", "OMP_NUM_THREADS": "1"}
+        env = {**base_env, "OMPI_MCA_mpi_yield_when_idle": "1"}
         node = socket.gethostname()
         print(f"{node_mpi.version}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; registry {db}",
               flush=True)
@@ -168,14 +171,16 @@ def main() -> None:
             nodereg("profile", node, "--kernels", "mpi", "--quick", env=env)
         rows, recommended = [], {}
         for p in programs:
+            env = {**base_env, **({"OMPI_MCA_mpi_yield_when_idle": "1"} if p.yields else {})}
             measured = {}
             for r in ranks_grid:
                 cmd = [*mpi.launcher(node_mpi, r), *p.argv(r, work)]
                 measured[r] = statistics.median(measure(cmd, env, work) for _ in range(args.reps))
                 print(f"{p.name}: {r} rank(s) measured {measured[r]:.3g} s", flush=True)
-            traced = nodereg("trace", "--node", node, "--name", f"{p.name}-mpi", "--json", "--",
-                             *mpi.launcher(node_mpi, 2), *p.argv(2, work), env=env, cwd=work)
-            doc = json.loads(traced.stdout)
+            trace_file = work / f"{p.name}.trace.json"   # (the program's own output may share stdout)
+            nodereg("trace", "--node", node, "--name", f"{p.name}-mpi", "--out", trace_file, "--",
+                    *mpi.launcher(node_mpi, 2), *p.argv(2, work), env=env, cwd=work)
+            doc = json.loads(trace_file.read_text())
             share = doc["meta"]["mpi"]["comm_share"]
             own = p.own_comm_share(2, work)
             for r in ranks_grid:
