@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from conftest import assert_one_line_error
@@ -701,3 +702,23 @@ def test_a_node_name_stays_on_one_line_at_80_columns(monkeypatch):
     output.print_table([{"model": "geekbench-ratio", "apps": 3, "MAPE": 17.86, "med APE %": 13.4, "top-1 %": 33.33,
                          "top-3 %": 100, "regret %": 26.03, "s": 0.05, "error": "failed (see below)"}])
     assert any("geekbench-ratio" in line for line in out.getvalue().splitlines()), out.getvalue()
+
+
+def test_a_phase_far_from_references_alike_in_signature_gets_a_finite_interval():
+    """Trial 4: a busy host's profile (31 of 32 configs unstable) had references nearly alike in
+    signature whose ratios differed by x3; the interval's distance term learnt ~14 log units per unit
+    of distance, and `match` printed `0.0459 - 3.63e+16 s` for a 2 s program. The term is capped at
+    the node's span of ratios (here 0.7-4)."""
+    import pandas as pd
+
+    from registry.models.base import Query, ReferenceSet
+    from registry.models.similarity import SimilarityModel
+
+    xs = {"a": 0.0, "b": 0.02, "c": 1.0, "d": 1.02, "e": 2.0, "f": 2.02}
+    ratios = {"a": 1.0, "b": 3.0, "c": 2.0, "d": 0.7, "e": 1.5, "f": 4.0}
+    refs = ReferenceSet("base", pd.DataFrame({k: {"sar.x": v} for k, v in xs.items()}).T,
+                        np.log(pd.DataFrame({k: {"n": v} for k, v in ratios.items()}).T))
+    model = SimilarityModel().fit(refs)
+    for x in (1.5, 3.0, 20.0):
+        p = model.predict(Query("q", pd.Series({"sar.x": x}), 1.0), ["n"])[0]
+        assert 0.7 / 20 < p.low_s < p.predicted_s < p.high_s < 4.0 * 20, (x, p.low_s, p.high_s)
