@@ -10,6 +10,7 @@ from registry.cli.app import app, confirm, state
 from registry.cli.output import print_csv, print_json, print_table, say
 from registry.db import reader as reader_mod
 from registry.errors import UserError
+from registry.values import plural
 
 
 @app.command()
@@ -128,7 +129,7 @@ def _inventory_rows(inv: inventory_mod.Inventory) -> list[dict]:
     ]
     for c in inv.caches:
         rows.append({"item": f"L{c.level} {c.type}",
-                     "value": f"{_human(c.size_bytes)} x {c.instances}, shared by {c.shared_by} CPU(s)"})
+                     "value": f"{_human(c.size_bytes)} x {c.instances}, shared by {plural(c.shared_by, 'CPU')}"})
     rows += [{"item": "kernel", "value": inv.kernel}, {"item": "OS", "value": inv.os},
              {"item": "compiler", "value": inv.compiler or "none found"}]
     return rows
