@@ -820,3 +820,15 @@ def test_a_busy_hosts_waves_are_no_phases_of_the_program():
                for i, (g, d) in enumerate(zip(got, demand))]
     found = phases.auto_phases(samples, n * 0.1, 0.1)
     assert [round(p.start_s) for p in found] == [0, 40], [round(p.start_s, 1) for p in found]
+
+
+def test_init_says_it_created_a_new_registry(cli, tmp_path):
+    """Trial 4: `nodereg --db new.duckdb init` said `migrated from schema 0 to 22 (latest 22)`."""
+    from registry.db.migrate import latest_version
+
+    res = cli("--db", str(tmp_path / "new.duckdb"), "init")
+    assert res.code == 0, res.err
+    said = res.out + res.err
+    assert f"new.duckdb: created (schema {latest_version()})" in said and "schema 0" not in said, said
+    again = cli("--db", str(tmp_path / "new.duckdb"), "init")
+    assert "new.duckdb: schema version" in again.out + again.err and ": created (" not in again.out + again.err

@@ -112,6 +112,9 @@ def _migrate_registry(ctx: typer.Context, *, backup: Path | None, no_backup: boo
     except Exception as exc:  # noqa: BLE001 - a driver failure in a migration: one line, that step rolled back
         raise db_error(exc, reg.url) from None
     reg.version = after
+    if before == 0:       # a new registry: `migrated from schema 0` told a new user nothing (trial 4 of #32)
+        say(f"registry {reg.display_url}: created (schema {after}{'' if after == latest_version() else f', latest {latest_version()}'})")
+        return reg
     change = f"migrated from schema {before} to {after}" if after != before else f"schema version {after}"
     say(f"registry {reg.display_url}: {change} (latest {latest_version()})")
     return reg
