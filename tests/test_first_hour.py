@@ -832,3 +832,19 @@ def test_init_says_it_created_a_new_registry(cli, tmp_path):
     assert f"new.duckdb: created (schema {latest_version()})" in said and "schema 0" not in said, said
     again = cli("--db", str(tmp_path / "new.duckdb"), "init")
     assert "new.duckdb: schema version" in again.out + again.err and ": created (" not in again.out + again.err
+
+
+def test_the_tours_fleet_command_parses_the_profile_options(tmp_path):
+    """`nodereg fleet submit TYPE -w 'cn[01-64]' -- --quick` (the README's tour) said `internal error
+    (KeyError: 'profile')`: a command line naming `fleet` loaded only the fleet commands, and
+    submit checks the options it passes on with `profile`'s parser. A process of its own: the
+    test session has every command loaded."""
+    res = subprocess.run([sys.executable, "-m", "registry", "fleet", "submit", "t", "-w", "cn01,cn02",
+                          "--to-dir", str(tmp_path), "--log-dir", str(tmp_path), "--dry-run", "--", "--quick"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("#!/bin/bash") and "--quick" in res.stdout
+    bad = subprocess.run([sys.executable, "-m", "registry", "fleet", "submit", "t", "-w", "cn01",
+                          "--to-dir", str(tmp_path), "--log-dir", str(tmp_path), "--dry-run", "--", "--bogus"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--bogus" in bad.stderr and "internal error" not in bad.stderr, bad.stderr
