@@ -28,7 +28,7 @@ def parse(text: str) -> list[int]:
 
 
 def named(cpus) -> str:
-    """[0] -> 'CPU 0', [0, 1] -> 'CPUs 0-1' (a list or its text): what prose says, not 'CPU(s)'."""
+    """[0] -> 'CPU 0', [0, 1] -> 'CPUs 0-1' (a list or its text): what prose says, not `CPU(s)`."""
     cpus = parse(cpus) if isinstance(cpus, str) else sorted(set(cpus))
     return f"{'CPU' if len(cpus) == 1 else 'CPUs'} {format(cpus)}"
 
