@@ -27,6 +27,12 @@ def parse(text: str) -> list[int]:
     return sorted(cpus)
 
 
+def named(cpus) -> str:
+    """[0] -> 'CPU 0', [0, 1] -> 'CPUs 0-1' (a list or its text): what prose says, not `CPU(s)`."""
+    cpus = parse(cpus) if isinstance(cpus, str) else sorted(set(cpus))
+    return f"{'CPU' if len(cpus) == 1 else 'CPUs'} {format(cpus)}"
+
+
 def format(cpus) -> str:
     """[0, 1, 2, 5] -> '0-2,5'."""
     cpus = sorted(set(cpus))

@@ -84,8 +84,9 @@ def check(conn: sa.Connection) -> list[Problem]:
         if name not in actual:
             problems.append(Problem("drift", name, "missing table or view (run `nodereg init`)", 1, False))
         elif cols - actual[name]:
-            missing = ", ".join(sorted(cols - actual[name]))
-            problems.append(Problem("drift", name, f"missing column(s): {missing}", 1, False))
+            missing = sorted(cols - actual[name])
+            problems.append(Problem("drift", name, f"missing {'column' if len(missing) == 1 else 'columns'}: "
+                                    f"{', '.join(missing)}", 1, False))
     for mig in plan(conn).changed:
         problems.append(Problem("drift", "schema_version", f"{mig.file} differs from the migration this registry "
                                 "applied (checksum)", 1, False))

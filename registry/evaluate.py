@@ -403,12 +403,20 @@ def evaluate_model(data: EvalData, make: Callable[[], ProjectionModel], name: st
         try:
             rows += _predict_fold(data, make, train, held, nodes, label)
         except MODEL_FAILURES as exc:  # one model that cannot serve these data must not stop the others
-            error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            error = _failure(exc)
             break
         for _ in held:
             if on_app:
                 on_app()
     return _result(data, name, kind, rows, start, error)
+
+
+def _failure(exc: Exception) -> str:
+    """Why a model could not serve a fold, in one line: a UserError's message says it in words (the
+    class name is ours, not the reader's: `paris failed: UserError: ...`); any other error keeps
+    its type, which is part of what it says."""
+    text = " ".join(str(exc).split())[:200]
+    return text if isinstance(exc, UserError) else f"{type(exc).__name__}: {text}"
 
 
 def _result(data: EvalData, name: str, kind: str, rows: list[dict], start: float, error: str | None = None,

@@ -148,7 +148,7 @@ def collect(cpus: list[int] | None = None, root: Path | str = "/") -> Inventory:
     else:
         missing = sorted(set(cpus) - set(online))
         if missing:
-            raise UserError(f"CPU(s) {cpulist.format(missing)} are not online on this machine "
+            raise UserError(f"{cpulist.named(missing)} {'is' if len(missing) == 1 else 'are'} not online on this machine "
                             f"(online: {cpulist.format(online)})")
         chosen = sorted(cpus)
     chosen_set = set(chosen)

@@ -54,6 +54,13 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else words or word + 's'}"
 
 
+def listed(items, word: str, words: str | None = None) -> str:
+    """`column time_s`, `columns app, node`: the noun as many as the items are, then the items (no
+    `column(s)`)."""
+    items = [str(i) for i in items]
+    return f"{word if len(items) == 1 else words or word + 's'} {', '.join(items)}"
+
+
 def command_line(*words) -> str:
     """A command to suggest, in backquotes, each word quoted as a POSIX shell needs it (a node called
     `it's` is written 'it'"'"'s'), so that it can be pasted as it stands."""

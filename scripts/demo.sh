@@ -21,6 +21,8 @@ Next: put nodereg on your PATH and look around (README.md, "A short tour"):
     source $VENV/bin/activate
     nodereg nodes show "$NODE"
     nodereg report node "$NODE" --out node.html
-    nodereg trace --name myapp --out myapp.json -- ./myapp args && nodereg match myapp.json
-Many unstable configurations above? The host was busy: re-run \`nodereg profile "$NODE" --wait-idle 600\`.
+    nodereg trace --name myapp --out myapp.json -- ./myapp args
+    nodereg match myapp.json
+Many unstable configurations above? The host was busy; on an idle host re-run
+    nodereg profile "$NODE" --wait-idle 600
 NEXT

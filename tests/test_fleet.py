@@ -117,7 +117,7 @@ def test_task_states_come_from_exit_files_then_squeue_then_sacct(tmp_path, monke
     assert tasks[4].detail == "timeout (exit 0:15): no log"
     assert tasks[5].detail.startswith("Slurm no longer knows the task")
     tasks[0].profile = "u1"
-    assert status.summary(job, tasks) == ("job 41, node type t, 6 host(s): 1 done, 1 running, 1 pending, 2 failed, "
+    assert status.summary(job, tasks) == ("job 41, node type t, 6 hosts: 1 done, 1 running, 1 pending, 2 failed, "
                                           "1 unknown; 1 profiles in the registry")
 
 

@@ -214,7 +214,7 @@ def test_projection_rows_notes_and_missing_query_features():
     refs.node_features = NODE_FEATURES.drop(index=["base", "e"])       # no base features, node e unprofiled
     m = GbtModel(max_iter=10).fit(refs)
     assert any("base node 'base' has no profile features" in w for w in m.warnings)
-    assert any("no profile features for node(s) base, e:" in w for w in m.warnings)
+    assert any("no profile features for nodes base, e:" in w for w in m.warnings)
     p = m.predict(Query("q", pd.Series({"x.mem": 0.5}), 1.0), ["a"])[0]
     assert any("the query lacks sig:x.other" in w for w in p.warnings)
 

@@ -94,14 +94,14 @@ def test_a_workload_is_its_command_and_named_files(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("app,node,threads\nlu,n1,1\n", "lacks the column(s) time_s"),
+    ("app,node,threads\nlu,n1,1\n", "lacks the column time_s"),
     ("app,node,threads,time_s\nlu,n1,1,10\nlu,n1,two,5\n", "line 3: threads must be a whole number"),
     ("app,node,threads,time_s\nlu,n1,1,10\nlu,n1,2,-5\n", "line 3: time_s must be a number of seconds > 0"),
     ("app,node,threads,time_s\nlu,n1,1,10,extra\n", "line 2: expected 4 fields"),
     ("app,node,threads,time_s\nlu,n1,1\n", "line 2: expected 4 fields"),
     ("app,node,threads,time_s\n,n1,1,10\n", "line 2: the app name must not be empty"),
     ("app,node,threads,time_s\n", "no runs in the file"),
-    ("", "lacks the column(s) app, node, threads, time_s"),
+    ("", "lacks the columns app, node, threads, time_s"),
 ])
 def test_malformed_csv_is_one_clear_error_and_writes_nothing(registry, tmp_path, text, message):
     path = write(tmp_path, text)

@@ -51,7 +51,7 @@ def test_beyond_the_measured_threads_and_the_traced_ones_is_said(cli, db_url):
     assert eight["predicted_s"] == four["predicted_s"]           # projected at the 4 measured threads ...
     assert eight["low_s"] < four["low_s"]                        # ... with room for the 4 more
     assert any("more threads than the profiles measured on quad (8 threads, measured up to 4)" in w for w in warnings)
-    assert any("traced with 2 thread(s); on quad (8)" in w for w in warnings)
+    assert any("traced with 2 threads; on quad (8)" in w for w in warnings)
 
 
 def test_a_phase_of_unknown_cpu_use_is_said_to_be_taken_as_parallel(cli, db_url):

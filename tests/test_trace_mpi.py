@@ -157,7 +157,7 @@ def test_a_mixed_trace_is_refused_and_nothing_stored(cli, launch, halo, tmp_path
     wrapper.write_text(f'#!/bin/sh\nif [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then unset LD_PRELOAD; fi\nexec {halo} "$@"\n')
     wrapper.chmod(0o755)
     res = cli("trace", "--node", "base", "--", *launch(2), wrapper, 20, 1024)
-    _last_line_error(res, "mixed MPI trace: rank(s) 1 of 2 wrote no PMPI records")
+    _last_line_error(res, "mixed MPI trace: rank 1 of 2 wrote no PMPI records")
     assert fetch_rows(db_url, "SELECT count(*) AS n FROM traces")[0]["n"] == 0
 
 

@@ -40,6 +40,10 @@ COMMANDS = {
     "runs": ("models", "records"), "scaling": ("models",), "serve": ("serve",), "sql": ("admin",),
     "trace": ("trace",), "traces": ("records",),
 }
+# ... and the modules of other commands a command uses: `fleet submit` parses the options it passes
+# on to `nodereg profile` with that command's parser (without it: `internal error (KeyError:
+# 'profile')` for the README's `nodereg fleet submit TYPE -w ... -- --quick`)
+USES = {"fleet": ("profile",)}
 
 
 def load_commands(args: list[str]) -> None:
@@ -49,7 +53,7 @@ def load_commands(args: list[str]) -> None:
     if name is None and "--version" in args and "--help" not in args:
         return
     every = sorted({m for modules in COMMANDS.values() for m in modules})
-    for module in COMMANDS.get(name, every):
+    for module in (*COMMANDS[name], *USES.get(name, ())) if name in COMMANDS else every:
         importlib.import_module(f"registry.cli.{module}")
 
 

@@ -10,6 +10,7 @@ from registry.cli.app import app, confirm, state
 from registry.cli.output import print_csv, print_json, print_table, say
 from registry.db import reader as reader_mod
 from registry.errors import UserError
+from registry.values import plural
 
 
 @app.command()
@@ -111,6 +112,9 @@ def _migrate_registry(ctx: typer.Context, *, backup: Path | None, no_backup: boo
     except Exception as exc:  # noqa: BLE001 - a driver failure in a migration: one line, that step rolled back
         raise db_error(exc, reg.url) from None
     reg.version = after
+    if before == 0:       # a new registry: `migrated from schema 0` told a new user nothing (trial 4 of #32)
+        say(f"registry {reg.display_url}: created (schema {after}{'' if after == latest_version() else f', latest {latest_version()}'})")
+        return reg
     change = f"migrated from schema {before} to {after}" if after != before else f"schema version {after}"
     say(f"registry {reg.display_url}: {change} (latest {latest_version()})")
     return reg
@@ -128,7 +132,7 @@ def _inventory_rows(inv: inventory_mod.Inventory) -> list[dict]:
     ]
     for c in inv.caches:
         rows.append({"item": f"L{c.level} {c.type}",
-                     "value": f"{_human(c.size_bytes)} x {c.instances}, shared by {c.shared_by} CPU(s)"})
+                     "value": f"{_human(c.size_bytes)} x {c.instances}, shared by {plural(c.shared_by, 'CPU')}"})
     rows += [{"item": "kernel", "value": inv.kernel}, {"item": "OS", "value": inv.os},
              {"item": "compiler", "value": inv.compiler or "none found"}]
     return rows

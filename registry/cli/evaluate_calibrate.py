@@ -10,6 +10,7 @@ import typer
 from registry.cli.app import state
 from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
+from registry.values import listed
 
 
 def _models(text: str | None) -> list[str]:
@@ -27,7 +28,7 @@ def _models(text: str | None) -> list[str]:
     known = {i.name for i in infos if i.kind == "projection"}
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise UserError(f"--models: unknown projection model(s) {', '.join(unknown) or '(none given)'}; "
+        raise UserError(f"--models: {listed(unknown, 'unknown projection model') if unknown else 'no projection model given'}; "
                         f"installed: {', '.join(sorted(known))}")
     return names
 

@@ -132,7 +132,7 @@ def status(
 
 
 @fleet_app.command("collect")
-def collect(ctx: typer.Context, directory: Path = typer.Argument(..., help="The --to-dir of the fleet job(s)."),
+def collect(ctx: typer.Context, directory: Path = typer.Argument(..., help="The --to-dir of the fleet jobs."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Merge the bundles the tasks wrote into the registry (one transaction; again adds nothing)."""
     from registry.fleet import collect as collect_mod

@@ -100,7 +100,15 @@ def summarise_warnings(warnings: Iterable[str], nodes: list[str]) -> list[str]:
     per_nodes: dict[tuple, list[str]] = {}
     for text, ns in per_text.items():
         per_nodes.setdefault(tuple(dict.fromkeys(ns)), []).append(text)
-    return _by_phase(general) + [f"{names(list(ns))}: {'; '.join(_by_phase(texts))}" for ns, texts in per_nodes.items()]
+    return _by_phase(general) + [f"{names(list(ns))}: {_once('; '.join(_by_phase(texts)))}"
+                                 for ns, texts in per_nodes.items()]
+
+
+def _once(line: str) -> str:
+    """A clause said again later in the line (a node both unstable and busy got the same
+    `re-profile on an idle host: ...` after each) only at its last place."""
+    clauses = line.split("; ")
+    return "; ".join(c for i, c in enumerate(clauses) if c not in clauses[i + 1:])
 
 
 def tied_ranks(ranked: list, objective: str) -> tuple[list[str], list[list[str]]]:

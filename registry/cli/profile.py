@@ -232,7 +232,7 @@ def profile(
     if peak is not None:
         say(f"FP64 peak: {peak.value:.3g} GFLOP/s ({peak.describe()}): the node's figure in "
             "`nodereg nodes` (fp64_gflops), match and reports")
-    say(f"stored profile {record.uid} of node {node} (CPUs {prep.inventory.cpu_list}): "
+    say(f"stored profile {record.uid} of node {node} ({cpulist.named(prep.inventory.cpu_list)}): "
         f"{plural(len(record.measurements), 'configuration')}, {unstable} unstable, {record.duration_s:.1f} s")
     if unstable > len(record.measurements) * UNSTABLE_ADVICE:
         say(f"note: {plural(unstable, 'configuration')} kept varying between repetitions (README: unstable); "

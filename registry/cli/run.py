@@ -68,8 +68,8 @@ def run(
     cpus = node_cpus(location, "run it on that host")
     threads = thread_count(cpus)
     state(ctx).close()  # no DuckDB file lock while the command runs
-    runs_on = cpulist.format(cpus or sorted(os.sched_getaffinity(0)))
-    say(f"running {shlex.join(argv)} on node {node}, CPU(s) {runs_on}, {plural(threads, 'thread')}, "
+    runs_on = cpulist.named(cpus or sorted(os.sched_getaffinity(0)))
+    say(f"running {shlex.join(argv)} on node {node}, {runs_on}, {plural(threads, 'thread')}, "
         f"{plural(repeat, 'time')}", err=True)
 
     def progress(i: int, seconds: float) -> None:

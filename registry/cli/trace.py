@@ -40,7 +40,7 @@ def _node_row(conn: "sa.Connection", name: str | None) -> dict | None:
         if not found:
             return None
         if len(found) > 1 and len(whole) != 1:
-            listed = ", ".join(f"{n} (CPUs {c})" if c else f"{n} (whole host)" for n, c in found)
+            listed = ", ".join(f"{n} ({cpulist.named(c)})" if c else f"{n} (whole host)" for n, c in found)
             raise UserError(f"{len(found)} nodes have been profiled on this host ({host}): choose one with "
                             f"--node NODE ({listed})")
         name = whole[0] if len(found) > 1 else found[0][0]
@@ -137,8 +137,8 @@ def trace(
         inventory = host_inventory or node_inventory(conn, node_row["name"])
     cpus = node_cpus(node_row, "trace on that host (signatures compare only on the same node)")
     state(ctx).close()  # no DuckDB file lock while the command runs (reopened, with --wait, to store)
-    runs_on = cpulist.format(cpus or sorted(os.sched_getaffinity(0)))
-    say(f"tracing {shlex.join(argv)} on node {node_row['name']}, CPU(s) {runs_on}"
+    runs_on = cpulist.named(cpus or sorted(os.sched_getaffinity(0)))
+    say(f"tracing {shlex.join(argv)} on node {node_row['name']}, {runs_on}"
         f"{'' if cpus else ' (all this process may use)'} (every {interval:g} s)", err=True)
     if host_inventory:
         say(f"note: no node has been profiled on this host: the trace is recorded against its "

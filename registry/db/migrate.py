@@ -33,6 +33,7 @@ from registry.db import migrations
 from registry.db.migrations import Migration, available, latest_version  # noqa: F401 - read through here too
 from registry.db.time import utcnow
 from registry.errors import UserError
+from registry.values import listed
 
 _LOCK_KEY = 0x6E6F646572656701  # the advisory lock of schema changes ('nodereg', 1)
 VERSION_DDL = """CREATE TABLE schema_version (
@@ -72,8 +73,8 @@ class Plan:
 
     def refuse_changed(self) -> None:
         if self.changed:
-            files = ", ".join(m.file for m in self.changed)
-            raise UserError(f"migration file(s) {files} differ from what this registry applied (checksum): "
+            files = listed([m.file for m in self.changed], "migration file")
+            raise UserError(f"{files} {'differs' if len(self.changed) == 1 else 'differ'} from what this registry applied (checksum): "
                             "the file was changed after it ran; restore it from the nodereg release that "
                             "applied it (`nodereg migrate --dry-run` lists the registry's state)")
 

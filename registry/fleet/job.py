@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from registry.errors import UserError
+from registry.values import plural
 
 # one task's files: Slurm's output pattern and the shell's own spelling of the same name
 TASK_OUTPUT = "%A_%a"
@@ -71,7 +72,7 @@ class FleetJob:
         """The batch script (bash): one array task per host."""
         q = shlex.quote
         where = f"the registry {self.db_url}" if self.to_dir is None else f"bundles in {self.to_dir}"
-        about = " ".join(f"profile node type {self.node} on {len(self.hosts)} host(s) into {where}".split())
+        about = " ".join(f"profile node type {self.node} on {plural(len(self.hosts), 'host')} into {where}".split())
         return "\n".join([
             "#!/bin/bash",
             *self._directives(),

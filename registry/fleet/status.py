@@ -16,6 +16,7 @@ from registry.db import open_registry
 from registry.errors import UserError
 from registry.fleet import slurm
 from registry.fleet.job import FleetJob
+from registry.values import plural
 
 # Slurm's job states -> ours; any state not listed (FAILED, CANCELLED, TIMEOUT, NODE_FAIL,
 # OUT_OF_MEMORY, BOOT_FAIL, DEADLINE, PREEMPTED, ...) is a failure
@@ -121,4 +122,4 @@ def summary(job: FleetJob, tasks: list[TaskStatus]) -> str:
     states = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("done", "failed"))
     landed = sum(t.profile is not None for t in tasks)
     where = "bundles written" if job.to_dir else "profiles in the registry"
-    return f"job {job.job_id}, node type {job.node}, {len(tasks)} host(s): {states}; {landed} {where}"
+    return f"job {job.job_id}, node type {job.node}, {plural(len(tasks), 'host')}: {states}; {landed} {where}"

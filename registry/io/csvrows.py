@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from registry.errors import UserError
+from registry.values import listed
 
 T = TypeVar("T")
 
@@ -44,11 +45,11 @@ def _parse(path: Path, reader: csv.DictReader, columns: tuple[str, ...], optiona
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in columns if c not in header]
     if missing:
-        raise UserError(f"{path}: the header lacks the column(s) {', '.join(missing)} "
+        raise UserError(f"{path}: the header lacks the {listed(missing, 'column')} "
                         f"(expected {','.join(columns + optional)})")
     repeated = [c for c in columns + optional if header.count(c) > 1]
     if repeated:
-        raise UserError(f"{path}: the header names the column(s) {', '.join(repeated)} more than once")
+        raise UserError(f"{path}: the header names the {listed(repeated, 'column')} more than once")
     reader.fieldnames = header
     out = []
     for record in reader:

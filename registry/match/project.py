@@ -523,7 +523,7 @@ def _scaling_beyond_trace(nodes: list[NodeResult], traced: int) -> list[str]:
     if not far:
         return []
     shown = ", ".join(f"{n.node} ({n.threads})" for n in far[:3]) + (f" and {len(far) - 3} more" if len(far) > 3 else "")
-    return [f"the app was traced with {traced} thread(s); on {shown} it would run more than {SCALING_SEEN}x as many: "
+    return [f"the app was traced with {plural(traced, 'thread')}; on {shown} it would run more than {SCALING_SEEN}x as many: "
             "the prediction assumes its parallel share keeps scaling there (measure runs at several thread counts "
             "and use --model amdahl or usl to check it)"]
 

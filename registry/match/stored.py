@@ -27,6 +27,7 @@ from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.match.project import Inputs, MatchResult
 from registry.models.predictions import NodePredictions
+from registry.values import listed
 
 # every node's latest profile (the one registry.match.references projects with), by name
 _LATEST_PROFILES = """
@@ -108,7 +109,7 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
     ranked = [n.node for n in result.nodes]
     gone = sorted({result.base, *ranked} - set(node_ids))
     if gone:  # removed by another process while the projection computed
-        raise UserError(f"node(s) {', '.join(gone)} left the registry while `match` computed: nothing stored, "
+        raise UserError(f"{listed(gone, 'node')} left the registry while `match` computed: nothing stored, "
                         "run it again")
     now = utcnow()
     anchor = result.base if result.base in ranked else (ranked[0] if ranked else None)

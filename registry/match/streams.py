@@ -31,6 +31,7 @@ from registry.models.corredor.index import Phase, Profile, Stream
 from registry.models.corredor.model import CorredorModel
 from registry.models.plugins import create
 from registry.models.corredor.zones import Zones, load_zones
+from registry.values import plural
 
 _STREAMS = """
 SELECT c.config_key, u.name AS ub, s.stream_index, s.size_elems, s.stride_bytes, s.dtype, s.elem_bytes, s.access,
@@ -78,8 +79,8 @@ class StreamRefs:
             profiles.append(Profile(ident, streams, times[(base, t_base)], self.ub[ident]))
             node_tpi[ident] = {n: times[(n, t)] * t_base / t for n, t in threads.items() if (n, t) in times}
         if not profiles:
-            raise UserError(f"no microbenchmark config with stream descriptors is measured on {base} at {t_base} "
-                            "thread(s): profile it with this version of nodereg")
+            raise UserError(f"no microbenchmark config with stream descriptors is measured on {base} at "
+                            f"{plural(t_base, 'thread')}: profile it with this version of nodereg")
         return create(model, kind="projection", options=options).fit(profiles=profiles, node_tpi=node_tpi,
                                                                      base_node=base, zones=self.zones)
 

@@ -46,7 +46,9 @@ def _relatives() -> set[int]:
 
 
 def other_measurers() -> list[str]:
-    """Other nodereg measurements on this host, as 'PID command' (this process's family excluded)."""
+    """Other nodereg measurements on this host, as 'PID command' (this process's family excluded), the
+    command's words without their directories: a path such as /tmp/pytest-of-root/.../nodereg-ub
+    says nothing more to the reader and overran the 80 columns of match's warnings."""
     mine, found = _relatives(), []
     for proc in psutil.process_iter(["pid", "name", "cmdline"]):
         info = proc.info
@@ -54,7 +56,7 @@ def other_measurers() -> list[str]:
         nodereg = any(w == "nodereg" for w in words) or "registry" in words[1:3]
         if info["pid"] not in mine and (info["name"] == DRIVER or
                                          (nodereg and ("profile" in words or "trace" in words))):
-            found.append(f"{info['pid']} {textwrap.shorten(' '.join(info['cmdline'] or [info['name']]), 80)}")
+            found.append(f"{info['pid']} {textwrap.shorten(' '.join(words or [info['name']]), 60)}")
     return found
 
 
@@ -84,7 +86,8 @@ class HostLoad:
         if self.measurers:
             return f"another nodereg measurement is running ({self.measurers[0]})"
         if self.other_cpus >= BUSY_CPUS:
-            return f"other processes keep {self.other_cpus:.1f} CPU(s) busy"
+            cpus = f"{self.other_cpus:.1f}"
+            return f"other processes keep {cpus} {'CPU' if cpus == '1.0' else 'CPUs'} busy"
         return None
 
     def merge(self, other: "HostLoad") -> "HostLoad":

@@ -31,8 +31,8 @@ def node_cpus(node: dict, elsewhere: str) -> list[int] | None:
     cpus = cpulist.parse(node["cpu_list"])
     missing = sorted(set(cpus) - os.sched_getaffinity(0))
     if missing:
-        raise UserError(f"node {node['name']!r} runs on CPU(s) {node['cpu_list']}, but CPU(s) "
-                        f"{cpulist.format(missing)} are not available to this process")
+        raise UserError(f"node {node['name']!r} runs on {cpulist.named(node['cpu_list'])}, but "
+                        f"{cpulist.named(missing)} {'is' if len(missing) == 1 else 'are'} not available to this process")
     return cpus
 
 

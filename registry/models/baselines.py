@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from registry.errors import UserError
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query, ReferenceSet
 from registry.models.options import Option
 
@@ -131,7 +132,7 @@ class RfSarBaseline(ProjectionModel):
         long = refs.log_ratio.reindex(x.index).stack().dropna().rename("y").reset_index()
         long.columns = ["ref", "node", "y"]
         if long.empty or not self.cols:
-            raise ValueError("rf-sar needs references with sar features measured on some node")
+            raise UserError("rf-sar needs references with sar features measured on some node")
         rows = self._rows(x.fillna(self.fill).loc[long["ref"]].to_numpy(dtype=float), long["node"].tolist())
         fitted = RandomForestRegressor(n_estimators=self.n_estimators, random_state=self.random_state,
                                        n_jobs=1).fit(rows, long["y"].to_numpy())

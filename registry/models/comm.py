@@ -37,6 +37,7 @@ from typing import ClassVar
 import numpy as np
 
 from registry.errors import UserError
+from registry.values import plural
 
 GROUP = "nodereg.comm_models"
 BRANIKAS_BASE_BYTES = 4096
@@ -127,7 +128,7 @@ class HockneyModel(CommModel):
         self.profile = profile
         pts = profile.of("pingpong", 2)
         if len(pts) < 2:
-            raise UserError(f"node {profile.node!r} has {len(pts)} ping-pong figure(s): the hockney model needs two "
+            raise UserError(f"node {profile.node!r} has {plural(len(pts), 'ping-pong figure')}: the hockney model needs two "
                             "message sizes or more (nodereg profile NODE --kernels mpi)")
         m = np.array([b for b, _ in pts], dtype=float)
         t = np.array([us for _, us in pts], dtype=float) * 1e-6

@@ -220,7 +220,7 @@ class LogLogModel(ScalingModel):
         inputs = inputs or {}
         missing = [k for k in self.inputs if k not in inputs]
         if missing:
-            raise UserError(f"this log-log model needs the input variable(s) {', '.join(missing)} to predict")
+            raise UserError(f"this log-log model needs the input {'variable' if len(missing) == 1 else 'variables'} {', '.join(missing)} to predict")
         return {k: np.full(count, float(inputs[k])) for k in self.inputs}
 
     def predict(self, threads, inputs: dict[str, float] | None = None) -> list[ScalingPrediction]:

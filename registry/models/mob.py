@@ -40,6 +40,7 @@ from registry.models.base import (NEEDS_NODE_FEATURES, NEEDS_SIGNATURES, NodePre
 from registry.models.linfit import LinearFit, wls
 from registry.models.options import Option
 from registry.models.tabular import FeatureRanges, projection_rows, query_rows
+from registry.values import listed
 
 OBJECTIVES = ("deviance", "relative")
 
@@ -168,7 +169,7 @@ class MobTree:
     def fit(self, frame: pd.DataFrame, y, weights=None) -> MobTree:
         missing = [c for c in self.regressors + self.partition if c not in frame.columns]
         if missing:
-            raise UserError(f"mob: the data lack the column(s) {', '.join(missing)}")
+            raise UserError(f"mob: the data lack the {listed(missing, 'column')}")
         y = np.asarray(y, dtype=float)
         w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
         if len(y) != len(frame) or len(w) != len(y):

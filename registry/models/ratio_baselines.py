@@ -120,10 +120,13 @@ class BestMicroRatioBaseline(_SingleRatio):
 
     def choose(self, q: np.ndarray, single: bool) -> int | None:
         f = self.fitted
-        rows = np.flatnonzero(f["micro"] & np.all(np.isfinite(f["F"]), axis=1))
+        # over the features the query has: a trace's signature lacks some that profile configs have,
+        # and a NaN in every config's fit ended in `argmin of an empty sequence` (trial 4 of #32)
+        have = np.isfinite(q)
+        rows = np.flatnonzero(f["micro"] & np.all(np.isfinite(f["F"][:, have]), axis=1)) if have.any() else []
         if not len(rows):
             return None
-        gap = q[None, :] - f["F"][rows]
+        gap = q[None, have] - f["F"][np.ix_(rows, np.flatnonzero(have))]
         sse = ((gap - gap.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
         best = rows[sse <= sse.min() + 1e-12]
         if len(best) == 1:

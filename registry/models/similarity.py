@@ -26,7 +26,8 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
    see ``_Z_INTERVAL``), and the query's distance to its nearest reference times how much the log
    ratio moves per unit of distance between neighbouring references on that node (learnt at fit,
    ``distance_slope``): a phase far from every reference is not predicted as surely as one that
-   sits on one, even when its neighbours agree.
+   sits on one, even when its neighbours agree. That term is at most the node's whole span of
+   log ratios (a phase like no reference gets that span: nothing beyond it is known either).
 6. When the nearest references tie (distances within ``TIE_DISTANCE`` of the nearest, or a vote of
    at least ``NEAR_VOTE`` of the nearest's: zstd's one-thread tail matched the memory load at
    similarity 0.73 and the triad at 0.64, whose one-thread ratios between two quick profiles were
@@ -347,18 +348,23 @@ class SimilarityModel(ProjectionModel):
         t = query.base_time_s * np.exp(est)
         # the neighbours' spread and the query's distance to the nearest of them, added by intervals' one rule
         near = float(dist[0]) if len(dist) and np.isfinite(dist[0]) else 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)      # a node without any reference: NaN stays
+            lowest, highest = np.nanmin(ratios[:, cols], axis=0), np.nanmax(ratios[:, cols], axis=0)
+        # the distance term at most the node's whole span of log ratios: a phase far from every
+        # reference is as uncertain as one that resembles none (the blind case below), never more.
+        # References nearly alike in signature but apart in ratio (a busy host's profile: 31 of 32
+        # configs unstable) made the slope ~14 per unit, and a phase 1.6 units out got x1e15
         half = intervals.rss(self.z_interval * np.where(np.isfinite(spread), spread, 0.0),
-                             intervals.distance_width(self.distance_slope[cols], near))
+                             np.fmin(intervals.distance_width(self.distance_slope[cols], near), highest - lowest))
         low, high = t * np.exp(-half), t * np.exp(half)
         tied_refs, lo, hi, disagree = self._ties(dist[:rows], sim[:rows], order[:rows], chosen, yz)
         low = np.where(disagree, np.minimum(low, query.base_time_s * np.exp(lo)), low)
         high = np.where(disagree, np.maximum(high, query.base_time_s * np.exp(hi)), high)
         blind = wsum <= 0       # no reference shares a feature with the phase: the node's full spread, not a point
         if blind.any():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)      # a node without any reference: NaN stays
-                low = np.where(blind, query.base_time_s * np.exp(np.nanmin(ratios[:, cols], axis=0)), low)
-                high = np.where(blind, query.base_time_s * np.exp(np.nanmax(ratios[:, cols], axis=0)), high)
+            low = np.where(blind, query.base_time_s * np.exp(lowest), low)
+            high = np.where(blind, query.base_time_s * np.exp(highest), high)
         blind_warning = [f"phase {query.name}: its signature shares no usable feature with the references (a "
                          "phase shorter than a sampling window, or a host without the same sources): the node's "
                          "median ratio, with the full spread of its references as the interval"]

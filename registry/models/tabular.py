@@ -17,6 +17,7 @@ import pandas as pd
 
 from registry.errors import UserError
 from registry.models.base import Query, ReferenceSet
+from registry.values import listed
 
 SIG, NODE = "sig:", "node:"
 
@@ -104,7 +105,7 @@ def projection_rows(refs: ReferenceSet) -> ProjectionRows:
     ratios = ratios[np.isfinite(ratios["y"].astype(float))]
     unknown = sorted(set(ratios["node"]) - set(node_frame.index))
     if unknown:
-        notes.append(f"no profile features for node(s) {', '.join(map(str, unknown))}: their ratios are not used")
+        notes.append(f"no profile features for {listed(unknown, 'node')}: their ratios are not used")
         ratios = ratios[~ratios["node"].isin(unknown)]
     if ratios.empty:
         raise UserError("no (reference, node) pair has both a measured time ratio and node profile features")
@@ -130,7 +131,8 @@ def query_rows(query: Query, nodes: list[str], ranges: FeatureRanges) -> QueryRo
     """One row per target node for this query, and each node's extrapolation warnings."""
     unknown = [n for n in nodes if n not in ranges.node_table]
     if unknown:
-        raise UserError(f"no profile features for node(s) {', '.join(unknown)}: profile them first")
+        raise UserError(f"no profile features for {listed(unknown, 'node')}: profile "
+                        f"{'it' if len(unknown) == 1 else 'them'} first")
     feats = pd.to_numeric(query.features, errors="coerce")
     common: list[str] = []
     sig_values = {}

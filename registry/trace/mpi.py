@@ -138,7 +138,7 @@ def check_complete(ranks: list[pmpi.Rank], launcher_name: str) -> None:
     missing = sorted(set(range(size)) - {r.rank for r in ranks})
     if len(sizes) > 1 or missing:
         shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
-        raise UserError(f"mixed MPI trace: rank(s) {shown} of {size} wrote no PMPI records (started without the "
+        raise UserError(f"mixed MPI trace: {'rank' if len(missing) == 1 else 'ranks'} {shown} of {size} wrote no PMPI records (started without the "
                         f"library: a launcher or wrapper in between that drops LD_PRELOAD, a statically linked "
                         f"rank, or ranks on a host whose files this one cannot read); pass the environment on "
                         f"through {launcher_name} and trace again; nothing was stored")

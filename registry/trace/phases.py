@@ -5,7 +5,11 @@
   from the median absolute difference of consecutive samples, so that a step of a few noise levels
   in any metric is a change while jitter is not. Segments shorter than `min_phase_s` are merged into
   the neighbour they resemble most, and neighbours closer than NEAR_IDENTICAL noise levels in every
-  metric into one.
+  metric into one. CPU use is read as the program's demand where the sampler measured it: the CPU
+  time it got plus the time its threads waited for a CPU (`runq_util`). On a busy host what a
+  program gets rises and falls with the others' load, which is no phase of it (trial 4 of #32:
+  `xz -T2` beside other work got 0.3-0.8 CPUs in waves, 9 segments; its demand was 2.0, then 1.0
+  in the one-thread tail: 5, the tail's boundary among them).
 - marker: begin/end markers, one phase per name (a name marked several times is one phase with
   several occurrences, as a loop body is).
 - omp: one phase per outlined OpenMP function (the thesis's phases), time = sum of the slowest
@@ -52,6 +56,8 @@ def feature_matrix(samples: list[dict]) -> tuple[np.ndarray, np.ndarray, list[st
     columns, mixing, kept = [], [], []
     for name in names:
         raw = np.array([s.get(name, math.nan) for s in samples], dtype=float)
+        if name == "cpu_util" and "runq_util" in samples[0]:     # demand, not what the others left it
+            raw = raw + np.array([s.get("runq_util", 0.0) for s in samples], dtype=float)
         if np.isnan(raw).mean() > MAX_MISSING:
             continue  # a sparse metric's reads straddle boundaries: it would blur them
         raw = _fill(raw)

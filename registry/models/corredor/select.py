@@ -72,7 +72,7 @@ def close_candidates(comparisons: Iterable[Comparison], rules: SelectionRules) -
 
 
 def query_maxima(comparisons: Iterable[Comparison]) -> list[Comparison]:
-    """The best surviving comparison(s) of each query, ties included (the thesis's Table 3.27)."""
+    """The best surviving comparisons of each query (one, or several tied), ties included (the thesis's Table 3.27)."""
     by_query: dict[tuple[int, ...], list[Comparison]] = {}
     for c in comparisons:
         if c.index is not None:

@@ -115,7 +115,7 @@ def plan(quick: bool = False, tasks: list[str] | None = None, available: set[str
     tasks = list(tasks or TASKS)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
-        raise UserError(f"unknown Spare Cores task(s) {', '.join(unknown)} (runnable here: {', '.join(TASKS)})")
+        raise UserError(f"unknown Spare Cores {'task' if len(unknown) == 1 else 'tasks'} {', '.join(unknown)} (runnable here: {', '.join(TASKS)})")
     out: list[SuiteConfig] = []
     if "stressngfull" in tasks:
         out += [SuiteConfig("stressngfull", "cpu-div16", (), t) for t in (1, ALL_THREADS)]
