@@ -8,6 +8,7 @@ import atexit
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -142,6 +143,18 @@ def sql_reader(db_url):
     """The test's registry, ready for `nodereg sql` on either backend."""
     set_up_reader(db_url)
     return db_url
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_as_from_a_terminal():
+    """A suite started as a background job of a script (`cmd &` where the shell has no job control)
+    inherits SIGINT ignored, and so does every nodereg it starts, which then runs on through the
+    SIGINT that tests send as Ctrl-C would (`test_interrupted_profile_leaves_nothing[2-*]` timed out
+    so). With a handler here, the programs the tests start get SIGINT's default again (exec resets
+    a handled signal), as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
 
 
 @pytest.fixture(autouse=True)
