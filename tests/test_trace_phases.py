@@ -49,3 +49,21 @@ def test_near_identical_segments_are_one_phase():
     cpu[150:300] -= 1.0
     samples = [{"t_s": (i + 1) * 0.1, "cpu_util": c} for i, c in enumerate(cpu)]
     assert len(phases.auto_phases(samples, 45.0, 0.1)) == 3
+
+
+def test_rates_of_a_few_events_a_sample_are_no_phases():
+    """Trial 4 of #32: on a busy host `xz -T2`'s one-thread tail split at 14 against 31 context
+    switches/s (1-3 a 0.1 s sample: counting noise and the others' preemptions), its two-thread part
+    at 409 against 181 minor faults/s. Rates count in units of a rate that matters (CHANGE_UNITS):
+    the start-up's 8,000 faults/s and the thread count's step stay boundaries."""
+    rng = np.random.default_rng(5)
+    start, two, one, calm = 80, 300, 110, 90          # samples: start-up, 2 threads, 1 thread (two rates)
+    n = start + two + one + calm
+    demand = np.concatenate([np.full(start + two, 2.0), np.full(one + calm, 1.0)]) + rng.normal(0, 0.05, n)
+    faults = np.concatenate([rng.poisson(800, start), rng.poisson(41, two // 3), rng.poisson(18, two - two // 3),
+                             rng.poisson(25, one + calm)]) / 0.1
+    switches = np.concatenate([rng.poisson(20, start + two), rng.poisson(1.4, one), rng.poisson(3.1, calm)]) / 0.1
+    samples = [{"t_s": (i + 1) * 0.1, "cpu_util": demand[i], "minflt_per_s": faults[i], "ctxsw_per_s": switches[i],
+                "rss_mb": 160.0 + i * 0.25} for i in range(n)]
+    found = phases.auto_phases(samples, n * 0.1, 0.1)
+    assert [round(p.start_s) for p in found] == [0, 8, 38], [round(p.start_s, 1) for p in found]

@@ -38,6 +38,12 @@ NOISE_FLOOR = 0.05      # of a metric's spread: a metric that never jitters stil
 # 0.05 CPUs, half a thread, and 0.25 in log1p units for the rest (~30% at large values)
 ABS_NOISE = {"cpu_util": 0.05, "threads": 0.5}
 ABS_NOISE_LOG = 0.25
+# Rates are compared in units of a rate that matters (log1p(rate / unit)): below it a sample holds a
+# few events (14 or 31 context switches a second are 1-3 per 0.1 s sample), whose counting noise
+# and the host's preemptions are no phase of the program. On a busy host `xz -T2`'s one-thread tail
+# split at 14 against 31 switches/s, and its two-thread part at 409 against 181 minor faults/s (trial
+# 4 of #32), while a start-up's 8,000 faults/s or a lock-bound phase's thousands of switches stand out
+CHANGE_UNITS = {"ctxsw_per_s": 100.0, "minflt_per_s": 1000.0, "majflt_per_s": 10.0}
 MAX_MISSING = 0.5      # metrics read on fewer than half the samples (a large RSS's working set) are
                        # left to the signatures
 PENALTY_PER_DIM = 8.0   # PELT penalty per dimension, in (noise level)^2 units, times log(n)
@@ -61,7 +67,7 @@ def feature_matrix(samples: list[dict]) -> tuple[np.ndarray, np.ndarray, list[st
         if np.isnan(raw).mean() > MAX_MISSING:
             continue  # a sparse metric's reads straddle boundaries: it would blur them
         raw = _fill(raw)
-        x = np.log1p(np.maximum(raw, 0.0)) if name in LOG_METRICS else raw
+        x = np.log1p(np.maximum(raw, 0.0) / CHANGE_UNITS.get(name, 1.0)) if name in LOG_METRICS else raw
         spread = np.percentile(x, 95) - np.percentile(x, 5)
         if spread <= 1e-9:
             continue  # constant: no information about boundaries
