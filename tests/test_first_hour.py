@@ -805,6 +805,24 @@ def test_evaluate_says_why_a_model_failed_in_words():
     assert _failure(UserError("similar-runs needs at least 2 references")) == "similar-runs needs at least 2 references"
 
 
+def test_best_micro_ratio_on_signatures_keeps_a_ratio_it_measured():
+    """Trial 5: `nodereg evaluate` printed best-micro-ratio's MAPE as 9.360e+41 %. On a traced app's
+    signature (no calibration times) it added the mean difference of the signature's features (an
+    RSS of 300 MB against a config's 5) to a log ratio as if they were log times."""
+    import pandas as pd
+
+    from registry.models.base import Query, ReferenceSet
+    from registry.models.ratio_baselines import BestMicroRatioBaseline
+
+    features = pd.DataFrame({"a": {"proc.rss_mb": 5.0, "proc.cpu_util": 1.0, "proc.wss_llc": 0.1},
+                             "b": {"proc.rss_mb": 40.0, "proc.cpu_util": 2.0, "proc.wss_llc": 3.0}}).T
+    ratios = np.log(pd.DataFrame({"a": {"n": 1.5}, "b": {"n": 2.0}}).T)
+    model = BestMicroRatioBaseline().fit(ReferenceSet("base", features, ratios))
+    query = pd.Series({"proc.rss_mb": 300.0, "proc.cpu_util": 2.0, "proc.wss_llc": 4.0})
+    p = model.predict(Query("q", query, 10.0), ["n"])[0]
+    assert p.predicted_s in (pytest.approx(15.0), pytest.approx(20.0)), p     # one config's own ratio
+
+
 def test_a_busy_hosts_waves_are_no_phases_of_the_program():
     """Trial 4: `xz -T2` beside other work got 0.3-0.8 CPUs, rising and falling with the others' load
     (9 segments); what it asked for was 2 CPUs, then 1 in its one-thread tail. The sampler's

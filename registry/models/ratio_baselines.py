@@ -8,7 +8,8 @@ n is ``L[r, n] + mean over calibration nodes c of (q_c - L[r, c])``.
 * ``best-micro-ratio``: the micro-benchmark config whose pattern over the calibration nodes matches
   the app's best (least squares of the centred log patterns); with one calibration node every config
   fits, and the rule is the most typical config (the smallest median distance of its log ratios to
-  the median over configs).
+  the median over configs). On signatures of one node (a traced app in `nodereg evaluate`: no
+  calibration times), the config whose signature matches best, and its ratio as it stands.
 
 A reference set without the named reference (another suite, the conformance fixture) falls back to the
 median log ratio over all references, with a warning. No intervals: low = high = the prediction.
@@ -21,7 +22,7 @@ import warnings
 import numpy as np
 
 from registry.models.base import NEEDS_SIGNATURES, NodePrediction, NotFittedError, ProjectionModel, Query, ReferenceSet
-from registry.models.similar_runs import node_predictions, pattern_columns
+from registry.models.similar_runs import CAL, node_predictions, pattern_columns
 
 SINGLE = "meta.single"
 
@@ -61,7 +62,11 @@ class _SingleRatio(ProjectionModel):
                 log = np.nanmedian(f["L"], axis=0)
             used = "median"
         else:
-            log = f["L"][row] + np.nanmean(q - f["F"][row])
+            # the offset of the app's calibration times from the reference's (both log times on the
+            # calibration nodes); signatures measured on one node (`nodereg evaluate`'s traces) are no
+            # times, and their differences (an RSS of 300 MB against 5) made a ratio of e^95
+            offset = np.nanmean(q - f["F"][row]) if all(c.startswith(CAL) for c in f["columns"]) else 0.0
+            log = f["L"][row] + offset
             used = f["rows"][row]
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, np.zeros(len(log)), {"reference": used})
 
