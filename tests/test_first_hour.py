@@ -702,6 +702,12 @@ def test_a_node_name_stays_on_one_line_at_80_columns(monkeypatch):
     output.print_table([{"model": "geekbench-ratio", "apps": 3, "MAPE": 17.86, "med APE %": 13.4, "top-1 %": 33.33,
                          "top-3 %": 100, "regret %": 26.03, "s": 0.05, "error": "failed (see below)"}])
     assert any("geekbench-ratio" in line for line in out.getvalue().splitlines()), out.getvalue()
+    # nor a word of a text cell up to 20 characters (trial 5: `nodes show`'s profiles table had the
+    # compiler `cc (Debian   ` over `12.2.0-14+de` over `b12u1)`)
+    output.print_table([{"uid": "20771887", "host": "vm", "mode": "custom", "started_at": "2026-11-26 08:45:50",
+                         "duration_s": 31.98, "cpu_list": "0-1", "compiler": "cc (Debian 12.2.0-14+deb12u1) 12.2.0",
+                         "configs": 32}])
+    assert any("12.2.0-14+deb12u1)" in line for line in out.getvalue().splitlines()), out.getvalue()
 
 
 def test_a_phase_far_from_references_alike_in_signature_gets_a_finite_interval():

@@ -52,7 +52,8 @@ SHORT_UID = 8   # characters of a uid a table shows (as `nodereg health` does); 
 _NAME_FLOOR = 32  # a naming column (nodes like `azure:Standard_D160alds_v7`) is kept whole up to this
 _NAMING = ("name", "node", "app", "host", "model", "model_name")
 _SMALL_NEED = 8   # a column this close to its unwrapped width gets it before wide text columns share the rest
-_TEXT_FLOOR = 12  # a text column is not made narrower than this (or its longest word, if shorter)
+_TEXT_FLOOR = 20  # a text column is not made narrower than this (or its longest word, if shorter): words
+                  # up to it stay whole (trial 5: a compiler `cc (Debian 12.2.0-14+deb12u1)` split mid-version)
 _HEADER_BREAK = re.compile(r"(?<=[_ ])")   # header names wrap after an underscore or a space, never mid-word
 
 
