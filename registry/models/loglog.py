@@ -29,6 +29,7 @@ from registry.models.base import (CacheLevel, NotFittedError, ScalingContext, Sc
                                   check_targets, superlinear_pairs)
 from registry.models.options import Option
 from registry.models.linfit import LinearFit, wls
+from registry.values import listed
 
 FORMS = ("L", "Q")
 COMPUTE_BOUND_SHARE = 0.90
@@ -220,7 +221,7 @@ class LogLogModel(ScalingModel):
         inputs = inputs or {}
         missing = [k for k in self.inputs if k not in inputs]
         if missing:
-            raise UserError(f"this log-log model needs the input {'variable' if len(missing) == 1 else 'variables'} {', '.join(missing)} to predict")
+            raise UserError(f"this log-log model needs the {listed(missing, 'input variable')} to predict")
         return {k: np.full(count, float(inputs[k])) for k in self.inputs}
 
     def predict(self, threads, inputs: dict[str, float] | None = None) -> list[ScalingPrediction]:

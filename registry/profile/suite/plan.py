@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from registry.errors import UserError
 from registry.io.sparecores.micro import _bw_mem_size, size_label
+from registry.values import listed
 
 SUITE = "sparecores"
 ALL_THREADS = 0   # ub_configs.threads of an 'all' config: every CPU of the node it runs on
@@ -115,7 +116,7 @@ def plan(quick: bool = False, tasks: list[str] | None = None, available: set[str
     tasks = list(tasks or TASKS)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
-        raise UserError(f"unknown Spare Cores {'task' if len(unknown) == 1 else 'tasks'} {', '.join(unknown)} (runnable here: {', '.join(TASKS)})")
+        raise UserError(f"unknown Spare Cores {listed(unknown, 'task')} (runnable here: {', '.join(TASKS)})")
     out: list[SuiteConfig] = []
     if "stressngfull" in tasks:
         out += [SuiteConfig("stressngfull", "cpu-div16", (), t) for t in (1, ALL_THREADS)]
