@@ -1,10 +1,15 @@
 """Applications in the registry: looked up and created by name, one place for every writer."""
 
-import sqlalchemy as sa
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from registry.db import utcnow
 from registry.db.names import check_name, find_id, require_id
 from registry.db.write import get_or_create
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 def find_app_id(conn: sa.Connection, name: str) -> int | None:

@@ -5,15 +5,20 @@ machine was upgraded, a restriction changed): its inventory columns are updated 
 profiles stay, each with its own provenance.
 """
 
-import json
+from __future__ import annotations
 
-import sqlalchemy as sa
+import json
+from typing import TYPE_CHECKING
 
 from registry.db import utcnow
 from registry.db.names import check_name, find_id, require_id
 from registry.db.relations import remove
+from registry.db.statement import execute
 from registry.db.write import get_or_create, insert_rows
 from registry.inventory import Inventory
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 NODE_COLUMNS = ("name", "host", "cpu_list", "n_cpus", "cpu_model", "sockets", "cores", "threads_per_core",
                 "numa_nodes", "memory_bytes", "max_mhz", "kernel", "compiler", "inventory_json", "source")
@@ -36,7 +41,7 @@ CPU_VENDORS = ("Intel", "AMD", "Ampere")
 def record_offer(conn: sa.Connection, node_id: int, inv: Inventory) -> None:
     """What the node offers a binary (schema 14's columns), from its inventory: the architecture, the
     ISA flags the inventory records and the CPU's maker. Read by registry.match.portability."""
-    conn.execute(sa.text("UPDATE nodes SET architecture = :a, isa_flags = :f, cpu_vendor = :v WHERE node_id = :id"),
+    execute(conn, "UPDATE nodes SET architecture = :a, isa_flags = :f, cpu_vendor = :v WHERE node_id = :id",
                  {"a": inv.architecture or None, "f": " ".join(inv.isa_flags), "v": cpu_vendor(inv.cpu_model),
                   "id": node_id})
 
@@ -58,7 +63,7 @@ def require_node_id(conn: sa.Connection, name: str) -> int:
 def node_location(conn: sa.Connection, name: str) -> dict:
     """Where a node runs: its name, the host it was measured on and its CPU restriction (None: the whole host)."""
     node_id = require_node_id(conn, name)
-    row = conn.execute(sa.text("SELECT name, host, cpu_list FROM nodes WHERE node_id = :id"),
+    row = execute(conn, "SELECT name, host, cpu_list FROM nodes WHERE node_id = :id",
                        {"id": node_id}).mappings().one()
     return dict(row)
 
@@ -70,8 +75,8 @@ def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, so
     node_id = get_or_create(conn, "nodes", {"name": name}, {**row, "created_at": utcnow()}, "node_id")
     if inv is not None:  # refresh: the node may have been created bare (by runs) or re-inventoried
         sets = ", ".join(f"{c} = :{c}" for c in row if c not in ("name", "source"))
-        conn.execute(sa.text(f"UPDATE nodes SET {sets} WHERE node_id = :node_id"), {**row, "node_id": node_id})
-        conn.execute(sa.text("DELETE FROM node_caches WHERE node_id = :id"), {"id": node_id})
+        execute(conn, f"UPDATE nodes SET {sets} WHERE node_id = :node_id", {**row, "node_id": node_id})
+        execute(conn, "DELETE FROM node_caches WHERE node_id = :id", {"id": node_id})
         insert_rows(conn, "node_caches", [
             {"node_id": node_id, "level": c.level, "cache_type": c.type, "size_bytes": c.size_bytes,
              "line_bytes": c.line_bytes, "shared_by": c.shared_by, "instances": c.instances}
@@ -81,7 +86,7 @@ def ensure_node(conn: sa.Connection, name: str, inv: Inventory | None = None, so
 
 def node_inventory(conn: sa.Connection, name: str) -> Inventory | None:
     """The stored inventory of a node (None for nodes created without one, e.g. by imports)."""
-    text = conn.execute(sa.text("SELECT inventory_json FROM nodes WHERE name = :n"), {"n": name}).scalar_one_or_none()
+    text = execute(conn, "SELECT inventory_json FROM nodes WHERE name = :n", {"n": name}).scalar_one_or_none()
     return Inventory.from_dict(json.loads(text)) if text else None
 
 
@@ -91,7 +96,7 @@ _FROM_NODE = """node_id <> :id AND (base_node_id = :id OR trace_id IN (SELECT tr
 
 def predictions_from(conn: sa.Connection, node_id: int) -> int:
     """How many predictions for other nodes were made from this node (the accuracy history of those nodes)."""
-    return conn.execute(sa.text(f"SELECT count(*) FROM predictions WHERE {_FROM_NODE}"), {"id": node_id}).scalar_one()
+    return execute(conn, f"SELECT count(*) FROM predictions WHERE {_FROM_NODE}", {"id": node_id}).scalar_one()
 
 
 def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
@@ -102,8 +107,8 @@ def remove_node(conn: sa.Connection, node_id: int) -> dict[str, int]:
     Predictions made from the node for other nodes stay: they are those nodes' accuracy history
     (`nodereg accuracy`). They lose their links to what went (base node, trace); the base node's
     name stays in their explanation."""
-    conn.execute(sa.text(
+    execute(conn,
         "UPDATE predictions SET base_node_id = CASE WHEN base_node_id = :id THEN NULL ELSE base_node_id END, "
         "trace_id = CASE WHEN trace_id IN (SELECT trace_id FROM traces WHERE node_id = :id) THEN NULL "
-        f"ELSE trace_id END WHERE {_FROM_NODE}"), {"id": node_id})
+        f"ELSE trace_id END WHERE {_FROM_NODE}", {"id": node_id})
     return remove(conn, "nodes", "node_id = :id", {"id": node_id})

@@ -16,14 +16,17 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
+from registry.db.statement import execute
 from registry.db.time import utcnow
 from registry.db.write import insert_if_absent
 from registry.errors import UserError
 from registry.io.csvrows import read_records
 from registry.nodes import find_node_id, require_node_id
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 CSV_COLUMNS = ("node", "price_per_hour", "currency")
 CSV_OPTIONAL = ("source", "date")
@@ -102,5 +105,5 @@ def import_prices_csv(conn: sa.Connection, path: Path) -> tuple[int, int]:
 
 def current_prices(conn: sa.Connection) -> dict[str, tuple[float, str]]:
     """node -> (price per hour, currency): each priced node's latest price."""
-    rows = conn.execute(sa.text("SELECT node, price_per_hour, currency FROM v_node_prices WHERE current"))
+    rows = execute(conn, "SELECT node, price_per_hour, currency FROM v_node_prices WHERE current")
     return {r[0]: (float(r[1]), r[2]) for r in rows}

@@ -6,15 +6,17 @@ is left is what `doctor` would call consistent. Nodes are removed by registry.no
 import sqlalchemy as sa
 
 from registry.db.relations import remove
+from registry.db.statement import execute
 from registry.errors import UserError
 from registry.trace.lookup import by_uid_prefix
+
 
 def trace_ids(conn: sa.Connection, uids: list[str]) -> list[int]:
     """The traces with these uids (or unique prefixes), or an error naming the first that matches
     none or several."""
     ids = []
     for uid in uids:
-        found = conn.execute(by_uid_prefix(uid)).fetchall()
+        found = execute(conn, *by_uid_prefix(uid)).fetchall()
         exact = [row.trace_id for row in found if row.uid == uid]
         if len(exact or found) != 1:
             what = "no trace" if not found else f"{len(found)} traces"

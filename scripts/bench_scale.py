@@ -149,7 +149,9 @@ def time_match(url: str, trace_file: Path, runs: int = 3, code: Path | None = No
         t0 = time.perf_counter()
         # from the checkout's own root: `python -m` puts the working directory first on sys.path, so
         # from this one the baseline would run this checkout's code
-        res = subprocess.run([sys.executable, "-m", "registry", "--db", url, "match", str(trace_file), "--json"],
+        # a DuckDB file as users name it, by its path (the URL form is read through SQLAlchemy)
+        db = url.removeprefix("duckdb:///") if url.startswith("duckdb:///") else url
+        res = subprocess.run([sys.executable, "-m", "registry", "--db", db, "match", str(trace_file), "--json"],
                              capture_output=True, text=True, env=env, cwd=str(code or Path(__file__).resolve().parents[1]))
         walls.append(time.perf_counter() - t0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -153,18 +153,41 @@ def test_predictions_are_stored_and_file_argument_works(cli, sql_reader, registr
     assert explained["one"]["phases"][0]["predicted_s"] > explained["fast"]["phases"][0]["predicted_s"]
 
 
-def test_match_on_duckdb_does_not_import_pandas(db_url, registry):
-    """Importing pandas alone is a sixth of `nodereg match` on a 10,000-node registry (docs/match.md)."""
+@pytest.mark.parametrize("form", ["url", "path"])
+def test_match_on_duckdb_does_not_import_pandas(db_url, registry, form):
+    """Importing pandas alone is a sixth of `nodereg match` on a 10,000-node registry (docs/match.md);
+    SQLAlchemy with its DuckDB dialect a third, where the file is given as a path (registry/db/duckread.py)."""
     if not db_url.startswith("duckdb"):
         pytest.skip("PostgreSQL results are read through pandas")
-    code = ("import sys\nfrom registry.cli import main\nsys.argv = ['nodereg', 'match', 'app', '--json']\n"
+    heavy = ("pandas", "pyarrow", "sklearn") + (("sqlalchemy",) if form == "path" else ())
+    code = ("import sys\nfrom registry.cli import main\nsys.argv = ['nodereg', 'match', 'app', '--json', '--no-store']\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in ('pandas', 'pyarrow', 'sklearn') if m in sys.modules))")
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "NODEREG_DB": db_url})
+                         env={**os.environ, "NODEREG_DB": db_url if form == "url" else _path_of(db_url)})
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout[:res.stdout.rindex("[")])["predictions"]
     assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _path_of(duckdb_url: str) -> str:
+    return duckdb_url.removeprefix("duckdb:///")
+
+
+def test_match_on_a_duckdb_path_says_what_it_says_through_sqlalchemy(cli, db_url, registry, monkeypatch):
+    """A DuckDB file given as a path is read without SQLAlchemy (registry/db/duckread.py), a URL
+    through it: the same predictions, the same errors, and the set is stored all the same."""
+    if not db_url.startswith("duckdb"):
+        pytest.skip("a DuckDB file's two forms")
+    asks = [("match", "app", "--json", "--no-store"), ("match", str(registry), "--json", "--no-store", "--explain"),
+            ("match", "nothing-like-this"), ("match", "app", "--nodes", "fast,ghost"), ("match", "%")]
+    said = {}
+    for form in ("url", "path"):
+        monkeypatch.setenv("NODEREG_DB", db_url if form == "url" else _path_of(db_url))
+        said[form] = [cli(*ask) for ask in asks]
+    assert said["path"] == said["url"]
+    assert json.loads(said["path"][0].out)["predictions"] and said["path"][2].code == 1
+    assert cli("match", "app").code == 0 and len(_sets(db_url)) == 1     # read quick, stored through SQLAlchemy
 
 
 def test_match_errors(cli, registry, tmp_path):

@@ -51,17 +51,18 @@ class State:
             upgrade.require_current(self._open[readonly], current_for)
         return self._open[readonly]
 
-    def reader(self):
-        """The registry for a command that only runs SELECTs through `dicts`: a DuckDB file at this
-        nodereg's schema opens without SQLAlchemy (registry/db/duckread.py: start-up under 0.3 s),
-        anything else as `registry(readonly=True)` does, with its waits, warnings and errors."""
+    def reader(self, current_for: str | None = None):
+        """The registry for a command that only reads (through `dicts`, or on connections whose SQL
+        goes through registry.db.statement and registry.db.read): a DuckDB file at this nodereg's
+        schema opens without SQLAlchemy (registry/db/duckread.py: start-up under 0.3 s), anything
+        else as `registry(readonly=True, current_for=...)` does, with its waits, warnings and errors."""
         if self._open:
             return next(iter(self._open.values()))
         if self._quick is None:
             from registry.db import duckread
 
             self._quick = duckread.open_current(self.db_url)
-        return self._quick or self.registry(readonly=True)
+        return self._quick or self.registry(readonly=True, current_for=current_for)
 
     def _open_waiting(self, readonly: bool) -> "db.Registry":
         """Open the registry; when another process holds it, say so and wait up to --wait seconds."""

@@ -2,7 +2,7 @@
 
 import typer
 
-from registry.cli.app import app, current_reader, model_options_flag, state
+from registry.cli.app import app, model_options_flag, state
 from registry.cli.match_output import (interval_said, names, no_nearest_said, phase_set_said, summarise_warnings,
                                         tied_ranks)
 from registry.cli.output import print_json, print_table, say
@@ -84,7 +84,7 @@ def match(
     create(model, options=options)    # ... and so does a bad option
     targets = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
     st = state(ctx)
-    with current_reader(st, "match").connect() as conn:
+    with st.reader(current_for="match").connect() as conn:
         found = find_trace(conn, trace)
         if found.note:
             say(f"note: {found.note}", err=True)

@@ -1,38 +1,104 @@
-"""A DuckDB registry read without SQLAlchemy: the quick start of read-only listings (`nodereg nodes`).
+"""A DuckDB registry read without SQLAlchemy: the quick start of reading commands (`nodereg nodes`,
+`nodereg match`).
 
-Importing SQLAlchemy with its DuckDB dialect takes about 0.25 s of CPU, most of the 0.3 s start-up
-target of a command whose query takes milliseconds (issue 30, scripts/bench_startup.py). A command
-that only runs SELECTs may open its registry here: a DuckDB file given as a path (or the default
-one) that is at this nodereg's schema is opened `read_only` through the duckdb module itself, and
-`dicts` runs the same SQL text with the same `:name` parameters as `Registry.dicts` does through
-SQLAlchemy. Anything else (a URL, PostgreSQL, a missing, locked or foreign file, a schema to
-migrate, any error) returns None, and the caller opens the registry the usual way
-(registry.db.open_registry), which reports what is wrong in its own words: no check and no
-message here duplicates it.
+Importing SQLAlchemy with its DuckDB dialect and opening an engine takes about 0.4 s of CPU: most of
+the 0.3 s start-up target of a command whose query takes milliseconds (issue 30,
+scripts/bench_startup.py), and a third of `match` over 10,000 nodes (scripts/bench_scale.py). A
+command that only reads may open its registry here: a DuckDB file given as a path (or the default
+one) that is at this nodereg's schema is opened `read_only` through the duckdb module itself. The
+QuickReader then stands in for a SQLAlchemy connection wherever the reading code runs its SQL
+through `registry.db.statement.execute` and `registry.db.read.read_arrays`: the same SQL text with
+the same `:name` parameters, and results with the part of SQLAlchemy's Result that the readers use
+(rows by position and by name, `first`, `one`, `scalar`, `scalars`, `mappings`).
+
+Anything else (a URL, PostgreSQL, a missing, locked or foreign file, a schema to migrate, any error)
+returns None, and the caller opens the registry the usual way (registry.db.open_registry), which
+reports what is wrong in its own words: no check and no message here duplicates it.
 """
 
 import re
+from collections import namedtuple
+from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from registry.db.migrations import latest_version
 from registry.db.url import plain_path
 
-# SQLAlchemy text()'s bind parameters (`:name`, not `::type` casts), written as DuckDB's `$name`
+# SQLAlchemy text()'s bind parameters (`:name`, not `::type` casts; its own pattern), as DuckDB's `$name`
 _PARAM = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+
+
+class Rows:
+    """A fetched result, read as SQLAlchemy's Result is: iterated as rows (tuples whose fields are
+    also attributes by column name), or through the methods below."""
+
+    def __init__(self, names: list[str], items: list):
+        self.names = names
+        self._items = items     # rows; or values (`scalars`), or {column: value} (`mappings`)
+
+    @classmethod
+    def fetched(cls, cursor) -> "Rows":
+        names = [d[0] for d in cursor.description]
+        make = namedtuple("Row", names, rename=True)._make
+        return cls(names, [make(r) for r in cursor.fetchall()])
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def all(self) -> list:
+        return list(self._items)
+
+    fetchall = all
+
+    def first(self):
+        return self._items[0] if self._items else None
+
+    def one(self):
+        if len(self._items) != 1:
+            raise LookupError(f"expected one row, got {len(self._items)}")
+        return self._items[0]
+
+    def scalar(self):
+        return self._items[0][0] if self._items else None
+
+    def scalar_one(self):
+        return self.one()[0]
+
+    def scalar_one_or_none(self):
+        return self.one()[0] if self._items else None
+
+    def scalars(self) -> "Rows":
+        return Rows(self.names[:1], [r[0] for r in self._items])
+
+    def mappings(self) -> "Rows":
+        return Rows(self.names, [dict(zip(self.names, r)) for r in self._items])
 
 
 @dataclass
 class QuickReader:
-    """An open read-only DuckDB registry at this nodereg's schema (see `open_current`)."""
+    """An open read-only DuckDB registry at this nodereg's schema (see `open_current`); also its
+    own connection (`connect`)."""
 
     con: object           # a DuckDBPyConnection
     version: int
+    dialect = SimpleNamespace(name="duckdb")
+
+    def native(self, sql: str, params: dict | None = None):
+        """`sql` (SQLAlchemy text() style, `:name` parameters) run by DuckDB: its result relation."""
+        return self.con.execute(_PARAM.sub(r"$\1", sql), dict(params or {}))
+
+    def rows(self, sql: str, params: dict | None = None) -> Rows:
+        return Rows.fetched(self.native(sql, params))
 
     def dicts(self, sql: str, params: dict | None = None) -> list[dict]:
-        """The rows of one SELECT as {column: value}."""
-        cur = self.con.execute(_PARAM.sub(r"$\1", sql), params or {})
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        """The rows of one SELECT as {column: value} (as `Registry.dicts`)."""
+        return self.rows(sql, params).mappings().all()
+
+    @contextmanager
+    def connect(self):
+        """Itself, as `Registry.connect()` yields a connection."""
+        yield self
 
     def close(self) -> None:
         self.con.close()

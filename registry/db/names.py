@@ -11,9 +11,15 @@ other control and invisible characters (Python's `str.isprintable`), no leading 
 and not longer than MAX_NAME characters.
 """
 
-import sqlalchemy as sa
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from registry.db.statement import execute
 from registry.errors import UserError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 MAX_NAME = 200
 RULE = (f"names are 1-{MAX_NAME} printable characters such as cn[01-04] or aws/c5.large, with no line breaks, "
@@ -43,14 +49,14 @@ def _problem(name, noun: str) -> str | None:
 
 
 def find_id(conn: sa.Connection, table: str, key: str, name: str) -> int | None:
-    return conn.execute(sa.text(f"SELECT {key} FROM {table} WHERE name = :n"), {"n": name}).scalar_one_or_none()
+    return execute(conn, f"SELECT {key} FROM {table} WHERE name = :n", {"n": name}).scalar_one_or_none()
 
 
 def require_id(conn: sa.Connection, table: str, key: str, name: str, noun: str) -> int:
     """The id of `name`, or a UserError naming a few that do exist."""
     found = find_id(conn, table, key, name)
     if found is None:
-        known = [r[0] for r in conn.execute(sa.text(f"SELECT name FROM {table} ORDER BY name LIMIT 8"))]
+        known = [r[0] for r in execute(conn, f"SELECT name FROM {table} ORDER BY name LIMIT 8")]
         hint = f" (known: {', '.join(known)})" if known else f" (the registry has no {noun}s yet)"
         raise UserError(f"unknown {noun} {name!r}{hint}")
     return found

@@ -2,16 +2,23 @@
 
 pandas.read_sql fetches row by row through the DB-API (about 1 s per million rows); DuckDB can hand
 over a result as columns directly, which `nodereg match` needs to read a 10,000-node registry in
-well under a second.
+well under a second. Both also take a QuickReader (registry/db/duckread.py) for `conn`, which reads
+a DuckDB registry without SQLAlchemy.
 """
 
-from collections.abc import Mapping
+from __future__ import annotations
 
-import sqlalchemy as sa
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 def _compiled(conn: sa.Connection, sql: str, params: Mapping | None) -> tuple[str, list]:
     """`sql` with named :params as DuckDB's own connection takes it: text and positional values."""
+    import sqlalchemy as sa
+
     compiled = sa.text(sql).bindparams(**(params or {})).compile(
         dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     return str(compiled), [compiled.params[name] for name in compiled.positiontup] if compiled.positiontup else []
@@ -20,6 +27,9 @@ def _compiled(conn: sa.Connection, sql: str, params: Mapping | None) -> tuple[st
 def _duckdb_result(conn: sa.Connection, sql: str, params: Mapping | None):
     """`sql` run by DuckDB's own connection (inside the caller's transaction), whose result can be
     handed over as columns rather than fetched row by row."""
+    native = getattr(conn, "native", None)
+    if native is not None:    # a QuickReader
+        return native(sql, params)
     return conn.connection.driver_connection.execute(*_compiled(conn, sql, params))
 
 
@@ -29,6 +39,8 @@ def read_frame(conn: sa.Connection, sql: str, params: Mapping | None = None):
 
     if conn.dialect.name == "duckdb":
         return _duckdb_result(conn, sql, params).df()
+    import sqlalchemy as sa
+
     return pd.read_sql(sa.text(sql), conn, params=dict(params or {}))
 
 

@@ -6,9 +6,15 @@ first. A table that refers to another must be declared here (tests/test_relation
 schema's `*_id` columns against it): a forgotten one would be left behind as orphans by removals.
 """
 
-from dataclasses import dataclass, field
+from __future__ import annotations
 
-import sqlalchemy as sa
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from registry.db.statement import execute
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,6 @@ def remove(conn: sa.Connection, table: str, where: str, params: dict) -> dict[st
     """Run `removal(table, where)` in the caller's transaction; returns the rows deleted per table."""
     counts: dict[str, int] = {}
     for child, condition in removal(table, where):
-        res = conn.execute(sa.text(f"DELETE FROM {child} WHERE {condition}"), params)
+        res = execute(conn, f"DELETE FROM {child} WHERE {condition}", params)
         counts[child] = counts.get(child, 0) + max(res.rowcount or 0, 0)
     return counts

@@ -5,13 +5,19 @@ a DataFrame or a dict of numpy arrays in place (INSERT ... SELECT), PostgreSQL r
 with COPY. Both run on the caller's connection, inside the caller's transaction.
 """
 
+from __future__ import annotations
+
 import uuid
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sqlalchemy as sa
 
+from registry.db.statement import execute
 from registry.values import plain
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 def new_uid() -> str:
@@ -23,7 +29,7 @@ def insert_returning(conn: sa.Connection, table: str, row: Mapping, key: str) ->
     cols = list(row)
     sql = (f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) "
            f"RETURNING {key}")
-    return conn.execute(sa.text(sql), dict(row)).scalar_one()
+    return execute(conn, sql, dict(row)).scalar_one()
 
 
 def insert_if_absent(conn: sa.Connection, table: str, key: Mapping, row: Mapping, pk: str) -> tuple[int, bool]:
@@ -34,17 +40,17 @@ def insert_if_absent(conn: sa.Connection, table: str, key: Mapping, row: Mapping
     """
     where = " AND ".join(f"{c} = :{c}" for c in key)
     # scalar_one_or_none fetches to the end: DuckDB refuses other work while a result is unfinished
-    found = conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar_one_or_none()
+    found = execute(conn, f"SELECT {pk} FROM {table} WHERE {where}", dict(key)).scalar_one_or_none()
     if found is not None:
         return found, False
     full = {**row, **key}
     cols = list(full)
-    created = conn.execute(sa.text(
+    created = execute(conn,
         f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) "
-        f"ON CONFLICT DO NOTHING RETURNING {pk}"), full).scalar_one_or_none()
+        f"ON CONFLICT DO NOTHING RETURNING {pk}", full).scalar_one_or_none()
     if created is not None:
         return created, True
-    return conn.execute(sa.text(f"SELECT {pk} FROM {table} WHERE {where}"), dict(key)).scalar_one(), False
+    return execute(conn, f"SELECT {pk} FROM {table} WHERE {where}", dict(key)).scalar_one(), False
 
 
 def get_or_create(conn: sa.Connection, table: str, key: Mapping, row: Mapping, pk: str) -> int:
@@ -56,7 +62,7 @@ def allocate_ids(conn: sa.Connection, sequence: str, n: int) -> list[int]:
     """Reserve `n` values of a sequence (for parents whose children are bulk-inserted)."""
     if n <= 0:
         return []
-    res = conn.execute(sa.text(f"SELECT nextval('{sequence}') FROM generate_series(1, :n)"), {"n": n})
+    res = execute(conn, f"SELECT nextval('{sequence}') FROM generate_series(1, :n)", {"n": n})
     return [r[0] for r in res]
 
 
@@ -82,7 +88,7 @@ def insert_rows(conn: sa.Connection, table: str, rows) -> int:
     else:  # pragma: no cover - only the two supported backends reach here
         cols = list(frame.columns)
         sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})"
-        conn.execute(sa.text(sql), frame.to_dict("records"))
+        execute(conn, sql, frame.to_dict("records"))
     return len(frame)
 
 

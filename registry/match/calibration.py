@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import statistics
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from registry.db.read import read_arrays
+from registry.db.statement import execute
 from registry.models import intervals
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 _CHECKED = """
 SELECT p.prediction_id, p.predicted_s, p.low_s, p.high_s, p.explanation_json, r.time_s
@@ -33,8 +36,8 @@ def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals
     """The calibration of `model` `version` from its checked predictions (uncalibrated below
     intervals.MIN_CHECKS of them)."""
     checked: dict[int, list] = {}
-    for pid, predicted, low, high, explanation, time_s in conn.execute(sa.text(_CHECKED),
-                                                                        {"model": model, "version": version}):
+    for pid, predicted, low, high, explanation, time_s in execute(conn, _CHECKED,
+                                                                  {"model": model, "version": version}):
         checked.setdefault(pid, [predicted, low, high, explanation, []])[4].append(time_s)
     scores = [intervals.score(predicted, low, high, statistics.median(times), applied_scale(explanation))
               for predicted, low, high, explanation, times in checked.values()]

@@ -9,17 +9,21 @@ apps of unknown footprint, are not judged.
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
+from registry.db.statement import execute
 from registry.match.project import MatchResult
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 GIB = 2**30
 
 
 def node_memory(conn: sa.Connection) -> dict[str, int]:
     """node -> memory bytes, for the nodes whose memory is known."""
-    return {r[0]: int(r[1]) for r in conn.execute(sa.text("SELECT name, memory_bytes FROM nodes "
-                                                          "WHERE memory_bytes > 0"))}
+    return {r[0]: int(r[1]) for r in execute(conn, "SELECT name, memory_bytes FROM nodes "
+                                                   "WHERE memory_bytes > 0")}
 
 
 def apply_capacity(result: MatchResult, footprint_bytes: int | None, memory: dict[str, int]) -> None:

@@ -17,11 +17,17 @@ were read at one cache level and the phase would run at another there. Each wide
 by half against another level's).
 """
 
+from __future__ import annotations
+
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
+from registry.db.statement import execute
 from registry.values import command_line
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 LOAD_FACTOR = 2.4
 PARTIAL_FACTOR = 1.25
@@ -88,7 +94,7 @@ def _of(name: str, mode: str, load_json: str | None, configs: int, unstable: int
 def profile_caveats(conn: sa.Connection, nodes: list[str]) -> list[Caveat]:
     """Caveats of the latest profiles of `nodes`."""
     wanted = set(nodes)
-    return [c for row in conn.execute(sa.text(_LATEST), {"share": UNSTABLE_SHARE}) if row.name in wanted
+    return [c for row in execute(conn, _LATEST, {"share": UNSTABLE_SHARE}) if row.name in wanted
             for c in _of(*row)]
 
 
@@ -104,8 +110,8 @@ def working_set_caveats(conn: sa.Connection, phases: list, base: str, nodes: lis
     sized = [(p, mb * 2**20) for p, mb in sized if mb and p.weight > 0]
     if not sized:
         return []
-    profiled = {name: ws for name, ws in conn.execute(sa.text(_PROFILED_WS), {"suite": suite}) if ws}
-    llc = {name: size for name, size in conn.execute(sa.text(_LLC)) if size}
+    profiled = {name: ws for name, ws in execute(conn, _PROFILED_WS, {"suite": suite}) if ws}
+    llc = {name: size for name, size in execute(conn, _LLC) if size}
     out = []
     for p, ws in sized:
         factor = 1 + EXTRAPOLATED * min(p.weight, 1.0)

@@ -18,13 +18,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
+from registry.db.statement import execute
 from registry.errors import UserError
 from registry.models.base import NodePrediction
 from registry.models.comm import CommModel, CommProfile, create
 from registry.trace.mpi import SOURCE
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 DEFAULT_MODEL = "hockney"
 MIN_REL_ERROR = 0.1    # the communication part's interval: at least +-10%
@@ -40,7 +43,7 @@ WHERE u.family = 'mpi' AND r.value IS NOT NULL AND r.value > 0"""
 def load_profiles(conn: sa.Connection) -> dict[str, CommProfile]:
     """Every node's communication profile: its latest profile holding MPI figures."""
     latest: dict[str, int] = {}
-    rows = conn.execute(sa.text(_MPI_ROWS)).mappings().all()
+    rows = execute(conn, _MPI_ROWS).mappings().all()
     for r in rows:
         latest[r["node"]] = max(latest.get(r["node"], -1), r["profile_id"])
     out: dict[str, CommProfile] = {}
@@ -124,7 +127,7 @@ def traced_runs(conn: sa.Connection, trace) -> list[tuple[int, float, float]]:
     """Every MPI trace of the app on the trace's node: (ranks x threads, wall s, max over ranks of
     the time in MPI: Barnes's per-processor MAX split)."""
     out = []
-    for wall, meta_json in conn.execute(sa.text(_TRACES), {"a": trace.name, "n": trace.node}):
+    for wall, meta_json in execute(conn, _TRACES, {"a": trace.name, "n": trace.node}):
         meta = json.loads(meta_json or "{}")
         doc = meta.get("mpi") or {}
         per_rank = doc.get("per_rank") or []

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from registry.db.read import read_arrays
 from registry.match.project import MatchResult
 from registry.trace.binary import runs_on
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 @dataclass

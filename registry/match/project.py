@@ -10,14 +10,17 @@ A phase that hardly uses the CPU (sleeping, waiting for I/O) keeps its time on e
 time is not set by the processor.
 """
 
+from __future__ import annotations
+
 import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sqlalchemy as sa
 
+from registry.db.statement import execute
 from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
 from registry.match import comm as comm_mod
@@ -31,6 +34,9 @@ from registry.trace import phases as trace_phases
 from registry.trace.lookup import FoundTrace
 from registry.values import command_line, plural
 from registry.workload import same_input
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 IDLE_CPU_UTIL = 0.1          # CPU seconds per second below which a phase is waiting, not computing
 METHOD_PREFERENCE = ("marker", "omp", "auto", "import", "whole")  # among sets covering as much of the run
@@ -416,7 +422,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
         phases = choose_phases(trace.phases, float(trace.wall_s))
     if not phases:
         raise UserError(f"the trace of {trace.name!r} has no phases to project")
-    runs = [(uid, n, t) for uid, n, t, workload in conn.execute(sa.text(_BASE_RUNS), {"a": trace.name, "n": base})
+    runs = [(uid, n, t) for uid, n, t, workload in execute(conn, _BASE_RUNS, {"a": trace.name, "n": base})
             if same_input(workload, trace.meta.get("input"))]      # runs on another input measure another thing
     wall = base_time(runs, float(trace.wall_s), traced_threads(trace, profiles.n_cpus[base]))
     if not wall > 0:

@@ -12,20 +12,26 @@ time of a fixed amount of work scales with 1 / throughput, so moving from 2 core
 both the per-core speed and the parallelism at once.
 """
 
+from __future__ import annotations
+
 import functools
 import json
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sqlalchemy as sa
 
 from registry.db.read import read_arrays
+from registry.db.statement import execute
 from registry.errors import UserError
 from registry.models.base import Matrix, ReferenceSet
 from registry.profile import vectors
 from registry.values import command_line
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 # numbers only, one row per config measured on each node type: strings (names, keys) are mapped on
 # from the small tables below. `combo` is the config and the cache level its working set fits on
@@ -214,8 +220,8 @@ def base_node(conn: sa.Connection, app: str, traced_on: str, base: str | None) -
     (`--base`) only when that node has no profile here: a trace taken on a host that was never
     profiled (`nodereg trace` records it against the host's inventory), or a file from a registry
     whose nodes are not in this one. The user then vouches that `base` is the same hardware."""
-    profiled = conn.execute(sa.text("SELECT 1 FROM profiles p JOIN nodes n ON n.node_id = p.node_id "
-                                    "WHERE n.name = :n LIMIT 1"), {"n": traced_on}).first() is not None
+    profiled = execute(conn, "SELECT 1 FROM profiles p JOIN nodes n ON n.node_id = p.node_id "
+                             "WHERE n.name = :n LIMIT 1", {"n": traced_on}).first() is not None
     if profiled and base not in (None, traced_on):
         raise UserError(f"the trace was recorded on {traced_on!r}, not on {base!r}: signatures compare only "
                         "on the node they were measured on")
@@ -228,7 +234,7 @@ def base_node(conn: sa.Connection, app: str, traced_on: str, base: str | None) -
 
 def suites(conn: sa.Connection) -> list[str]:
     """The suites this registry holds configs of ('nodereg': our kernels)."""
-    return sorted(conn.execute(sa.text(_SUITES)).scalars())
+    return sorted(execute(conn, _SUITES).scalars())
 
 
 _NODE_SUITES = f"""
@@ -245,7 +251,7 @@ def choose_suite(conn: sa.Connection, base: str, nodes: list[str] | None = None)
     held = suites(conn)
     if len(held) <= 1:
         return held[0] if held else "nodereg"
-    rows = conn.execute(sa.text(_NODE_SUITES)).all()
+    rows = execute(conn, _NODE_SUITES).all()
     by_suite: dict[str, set[str]] = {}
     for node, suite in rows:
         by_suite.setdefault(suite, set()).add(node)

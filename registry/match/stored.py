@@ -13,21 +13,27 @@ with that digest stored earlier (the registry went back to that state, say a new
 removed) is replaced by the new one, which becomes the latest; any other state adds a set.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 import orjson
-import sqlalchemy as sa
 
 from registry import __version__
 from registry.apps import ensure_app
 from registry.db import utcnow
 from registry.db.read import read_arrays
+from registry.db.statement import execute
 from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
 from registry.match.project import Inputs, MatchResult
 from registry.models.predictions import NodePredictions
 from registry.values import listed
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 # every node's latest profile (the one registry.match.references projects with), by name
 _LATEST_PROFILES = """
@@ -70,8 +76,8 @@ def _same_trace(inputs: Inputs) -> tuple[str, dict]:
 def latest_digest(conn: sa.Connection, inputs: Inputs, model_name: str) -> str | None:
     """The digest of the latest set stored for this trace and model (None: none, or from before digests)."""
     where, params = _same_trace(inputs)
-    return conn.execute(sa.text(f"SELECT inputs_digest FROM predictions WHERE {where} AND model_name = :model "
-                                "ORDER BY prediction_id DESC LIMIT 1"), {**params, "model": model_name}).scalar()
+    return execute(conn, f"SELECT inputs_digest FROM predictions WHERE {where} AND model_name = :model "
+                         "ORDER BY prediction_id DESC LIMIT 1", {**params, "model": model_name}).scalar()
 
 
 _SETS_LOCK = 0x6E6F6465   # advisory lock class of prediction sets ('node'); the key is the trace and model
@@ -85,8 +91,8 @@ def _lock_sets(conn: sa.Connection, inputs: Inputs, model: str) -> None:
     if conn.dialect.name != "postgresql":
         return
     trace = inputs.found.trace_id if inputs.found.trace_id is not None else f"file:{inputs.found.trace.name}"
-    conn.execute(sa.text("SELECT pg_advisory_xact_lock(CAST(:cls AS INTEGER), hashtext(:key))"),
-                 {"cls": _SETS_LOCK, "key": f"{trace}|{model}"})
+    execute(conn, "SELECT pg_advisory_xact_lock(CAST(:cls AS INTEGER), hashtext(:key))",
+            {"cls": _SETS_LOCK, "key": f"{trace}|{model}"})
 
 
 def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, digest: str) -> int:
@@ -102,10 +108,10 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
     if latest_digest(conn, inputs, result.model) == digest:
         return 0
     where, params = _same_trace(inputs)
-    conn.execute(sa.text(f"DELETE FROM predictions WHERE {where} AND model_name = :model AND inputs_digest = :digest"),
-                 {**params, "model": result.model, "digest": digest})
+    execute(conn, f"DELETE FROM predictions WHERE {where} AND model_name = :model AND inputs_digest = :digest",
+            {**params, "model": result.model, "digest": digest})
     app_id = ensure_app(conn, result.app)
-    node_ids = dict(conn.execute(sa.text("SELECT name, node_id FROM nodes")).fetchall())
+    node_ids = dict(execute(conn, "SELECT name, node_id FROM nodes").fetchall())
     ranked = [n.node for n in result.nodes]
     gone = sorted({result.base, *ranked} - set(node_ids))
     if gone:  # removed by another process while the projection computed

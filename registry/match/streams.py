@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
+from registry.db.statement import execute
 from registry.errors import UserError
 from registry.match import references as refs_mod
 from registry.match.project import PhaseResult, cpu_util
 from registry.models.corredor.index import Phase, Profile, Stream
 from registry.models.corredor.model import CorredorModel
-from registry.models.plugins import create
 from registry.models.corredor.zones import Zones, load_zones
+from registry.models.plugins import create
 from registry.values import plural
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 _STREAMS = """
 SELECT c.config_key, u.name AS ub, s.stream_index, s.size_elems, s.stride_bytes, s.dtype, s.elem_bytes, s.access,
@@ -88,14 +91,14 @@ class StreamRefs:
 def load_refs(conn: sa.Connection) -> StreamRefs:
     rows: dict[str, list] = {}
     ubs: dict[str, str] = {}
-    for r in conn.execute(sa.text(_STREAMS)).mappings():
+    for r in execute(conn, _STREAMS).mappings():
         ident = identity(r["config_key"])
         ubs[ident] = r["ub"]
         rows.setdefault(ident, {})[int(r["stream_index"])] = Stream(
             int(r["size_elems"]), int(r["stride_bytes"]), int(r["elem_bytes"]), r["access"], r["dtype"], r["pattern"])
     streams = {k: tuple(v[i] for i in sorted(v)) for k, v in rows.items()}
     tpi: dict[str, dict[tuple[str, int], float]] = {}
-    for node, key, threads, value in conn.execute(sa.text(_TPI)):
+    for node, key, threads, value in execute(conn, _TPI):
         tpi.setdefault(identity(key), {}).setdefault((node, int(threads)), float(value))
     return StreamRefs(streams, ubs, tpi, load_zones(conn))
 

@@ -18,12 +18,19 @@ Bundles do not carry the packed rows (they hold config ids of the registry that 
 imported profile is packed again by the importer.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
-import sqlalchemy as sa
 
 from registry.db.read import read_arrays
+from registry.db.statement import execute
 from registry.db.write import insert_rows
 from registry.errors import UserError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 # one run: its config (ub_configs.config_id: the thread count is the config's), the cache level its
 # working set fell in (-1: none recorded) and its throughput; 13 bytes, little-endian, unaligned
@@ -93,11 +100,11 @@ def store_vectors(conn: sa.Connection, profile_ids: list[int]) -> int:
 def pack_all(conn: sa.Connection) -> int:
     """Pack every profile that has no packed row (migration 22 completes with this: the profiles a
     registry held before it); returns the rows written."""
-    ids = conn.execute(sa.text("SELECT profile_id FROM profiles WHERE profile_id NOT IN "
-                               "(SELECT profile_id FROM profile_vectors)")).scalars().all()
+    ids = execute(conn, "SELECT profile_id FROM profiles WHERE profile_id NOT IN "
+                        "(SELECT profile_id FROM profile_vectors)").scalars().all()
     written = store_vectors(conn, ids)
     if conn.dialect.name == "postgresql":   # its planner plans v_profile_summary with them (a table just filled)
-        conn.execute(sa.text("ANALYZE profile_vectors"))
+        execute(conn, "ANALYZE profile_vectors")
     return written
 
 

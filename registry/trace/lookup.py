@@ -9,14 +9,19 @@ when it looks like a path (it contains `/` or ends in `.json`). When the other r
 lookup says which one it used and how to ask for the other (`Located.note`).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
+from registry.db.statement import execute
 from registry.errors import UserError
-from registry.trace import store
 from registry.io.tracefile import Trace, read_trace
+from registry.trace import store
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 @dataclass
@@ -62,17 +67,18 @@ def locate(conn: sa.Connection, text: str) -> Located:
 
 def _in_registry(conn: sa.Connection, text: str, *, prefixes: bool) -> tuple[int, str, str] | None:
     """(trace_id, uid, what matched) for a uid, an app name (its latest trace) or a unique uid prefix."""
-    row = conn.execute(sa.text("SELECT trace_id, uid FROM traces WHERE uid = :t"), {"t": text}).first()
+    row = execute(conn, "SELECT trace_id, uid FROM traces WHERE uid = :t", {"t": text}).first()
     if row:
         return row[0], row[1], "trace uid"
-    row = conn.execute(sa.text(
+    row = execute(conn,
         "SELECT t.trace_id, t.uid FROM traces t JOIN apps a ON a.app_id = t.app_id WHERE a.name = :n "
-        "ORDER BY t.started_at DESC, t.trace_id DESC LIMIT 1"), {"n": text}).first()
+        "ORDER BY t.started_at DESC, t.trace_id DESC LIMIT 1", {"n": text}).first()
     if row:
         return row[0], row[1], "app"
     if not prefixes:
         return None
-    rows = conn.execute(by_uid_prefix(text).order_by(sa.column("uid")).limit(5)).fetchall()
+    sql, params = by_uid_prefix(text)
+    rows = execute(conn, sql + " ORDER BY uid LIMIT 5", params).fetchall()
     if len(rows) > 1:
         some = ", ".join(r[1][:12] for r in rows[:4])
         raise UserError(f"trace uid prefix {text!r} is ambiguous ({some}, ...): give more of the uid")
@@ -80,8 +86,8 @@ def _in_registry(conn: sa.Connection, text: str, *, prefixes: bool) -> tuple[int
 
 
 def _known_apps(conn: sa.Connection) -> str:
-    apps = conn.execute(sa.text("SELECT DISTINCT a.name FROM apps a JOIN traces t ON t.app_id = a.app_id "
-                                "ORDER BY a.name LIMIT 8")).scalars().all()
+    apps = execute(conn, "SELECT DISTINCT a.name FROM apps a JOIN traces t ON t.app_id = a.app_id "
+                         "ORDER BY a.name LIMIT 8").scalars().all()
     return f" (apps with traces: {', '.join(apps)})" if apps else " (the registry has no traces yet)"
 
 
@@ -92,13 +98,14 @@ def find_trace(conn: sa.Connection, text: str) -> FoundTrace:
         return FoundTrace(store.load(conn, where.trace_id), where.trace_id, where.uid, where.note)
     trace = read_trace(where.path)
     uid = trace.meta.get("uid")
-    trace_id = conn.execute(sa.text("SELECT trace_id FROM traces WHERE uid = :u"), {"u": uid}).scalar_one_or_none() \
+    trace_id = execute(conn, "SELECT trace_id FROM traces WHERE uid = :u", {"u": uid}).scalar_one_or_none() \
         if uid else None
     return FoundTrace(trace, trace_id, uid if trace_id is not None else None, where.note)
 
 
-def by_uid_prefix(prefix: str) -> sa.Select:
-    """Traces whose uid starts with `prefix`, taken literally: SQLAlchemy escapes '%' and '_' (and its
-    escape character) and writes a LIKE ... ESCAPE clause that DuckDB and PostgreSQL both read."""
-    return sa.select(sa.column("trace_id"), sa.column("uid")).select_from(sa.table("traces")).where(
-        sa.column("uid").startswith(prefix, autoescape=True))
+def by_uid_prefix(prefix: str) -> tuple[str, dict]:
+    """(SQL, parameters) of the traces (trace_id, uid) whose uid starts with `prefix`, taken
+    literally: '%', '_' and the escape character are escaped, in a LIKE ... ESCAPE clause that
+    DuckDB and PostgreSQL both read."""
+    literal = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return "SELECT trace_id, uid FROM traces WHERE uid LIKE :prefix ESCAPE '/'", {"prefix": literal + "%"}

@@ -11,19 +11,19 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
 from registry.apps import ensure_app
 from registry.db import utcnow
+from registry.db.statement import execute
 from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
 from registry.errors import UserError
+from registry.io.tracefile import Phase, Trace
 from registry.nodes import require_node_id
 from registry.trace.capacity import capacity
-from registry.io.tracefile import Phase, Trace
 from registry.values import finite_json
 
 if TYPE_CHECKING:
     import pandas as pd
+    import sqlalchemy as sa
 
 
 def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[int, str]:
@@ -34,7 +34,7 @@ def save(conn: sa.Connection, trace: Trace, *, source: str = "trace") -> tuple[i
     """
     node_id = require_node_id(conn, trace.node)
     uid = trace.meta.setdefault("uid", new_uid())
-    existing = conn.execute(sa.text("SELECT trace_id FROM traces WHERE uid = :u"), {"u": uid}).scalar_one_or_none()
+    existing = execute(conn, "SELECT trace_id FROM traces WHERE uid = :u", {"u": uid}).scalar_one_or_none()
     if existing is not None:
         return existing, uid
     started = _timestamp(trace.started_at)
@@ -81,23 +81,23 @@ def _timestamp(text: str):
 
 def load(conn: sa.Connection, trace_id: int) -> Trace:
     """A stored trace as a `Trace` (the inverse of `save`)."""
-    row = conn.execute(sa.text(
+    row = execute(conn,
         "SELECT t.*, a.name AS app_name, n.name AS node_name FROM traces t JOIN apps a ON a.app_id = t.app_id "
-        "JOIN nodes n ON n.node_id = t.node_id WHERE t.trace_id = :id"), {"id": trace_id}).mappings().first()
+        "JOIN nodes n ON n.node_id = t.node_id WHERE t.trace_id = :id", {"id": trace_id}).mappings().first()
     if row is None:
         raise UserError(f"no trace with id {trace_id}")
     meta = json.loads(row["meta_json"] or "{}")
-    phase_rows = conn.execute(sa.text("SELECT * FROM phases WHERE trace_id = :id ORDER BY idx"),
+    phase_rows = execute(conn, "SELECT * FROM phases WHERE trace_id = :id ORDER BY idx",
                               {"id": trace_id}).mappings().all()
     sigs: dict[int, dict[str, dict[str, float]]] = {}
-    for owner, src, metric, value in conn.execute(sa.text(
+    for owner, src, metric, value in execute(conn,
             "SELECT s.owner_id, s.source, s.metric, s.value FROM signatures s JOIN phases p "
-            "ON s.owner_kind = 'phase' AND s.owner_id = p.phase_id WHERE p.trace_id = :id"), {"id": trace_id}):
+            "ON s.owner_kind = 'phase' AND s.owner_id = p.phase_id WHERE p.trace_id = :id", {"id": trace_id}):
         sigs.setdefault(owner, {}).setdefault(src, {})[metric] = value
     streams: dict[int, list[dict]] = {}
-    for r in conn.execute(sa.text(
+    for r in execute(conn,
             "SELECT s.* FROM phase_streams s JOIN phases p ON p.phase_id = s.phase_id WHERE p.trace_id = :id "
-            "ORDER BY s.phase_id, s.stream_index"), {"id": trace_id}).mappings():
+            "ORDER BY s.phase_id, s.stream_index", {"id": trace_id}).mappings():
         streams.setdefault(r["phase_id"], []).append(
             {k: r[k] for k in ("size_elems", "stride_bytes", "dtype", "elem_bytes", "access", "pattern")})
     phases = [Phase(name=p["name"], method=p["method"], start_s=p["start_s"], end_s=p["end_s"],
@@ -106,8 +106,8 @@ def load(conn: sa.Connection, trace_id: int) -> Trace:
                     else [[p["start_s"], p["end_s"]]],
                     signature=sigs.get(p["phase_id"], {}), iterations=p["iterations"],
                     streams=streams.get(p["phase_id"], [])) for p in phase_rows]
-    cells = {(t, m): None if v is None or v != v else v for t, m, v in conn.execute(sa.text(
-        "SELECT t_s, metric, value FROM trace_samples WHERE trace_id = :id"), {"id": trace_id})}
+    cells = {(t, m): None if v is None or v != v else v for t, m, v in execute(conn,
+        "SELECT t_s, metric, value FROM trace_samples WHERE trace_id = :id", {"id": trace_id})}
     times = sorted({t for t, _ in cells})
     sample_cols = {"t_s": times, **{m: [cells.get((t, m)) for t in times] for m in sorted({m for _, m in cells})}}
     meta["uid"] = row["uid"]
