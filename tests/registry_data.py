@@ -92,7 +92,8 @@ def populate(conn, node="n1", app="app1", model="Test CPU 9000", tpi=0.01) -> di
 
 
 # node -> (compute GFLOP/s per core, memory GB/s at 1 thread, memory GB/s at 2 threads)
-SPEEDS = {"b": (10.0, 8.0, 12.0), "fast": (20.0, 12.0, 18.0), "one": (10.0, 8.4, None), "quad": (10.0, 8.0, 12.0)}
+SPEEDS = {"b": (10.0, 8.0, 12.0), "fast": (20.0, 12.0, 18.0), "one": (10.0, 8.4, None), "quad": (10.0, 8.0, 12.0),
+          "wide": (10.0, 8.0, 12.0)}
 # (kernel, family, ws_level, non-temporal stores): the memory triad also with streaming stores, which
 # scale differently (x1.5 on two threads) and carry no phase-like signature, as in real profiles
 KERNELS = [("peak_fma", "compute", None, 0), ("triad", "bandwidth", 0, 0), ("triad", "bandwidth", 0, 1),

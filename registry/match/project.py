@@ -492,13 +492,17 @@ def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: inte
         added = noise_said + ([f"the profiles' dispersion (+-{math.expm1(width):.0%})"] if width else [])
         return f"{' and '.join(added)}, root sum of squares, and {floor}" if added else floor
 
-    predicted, low, high = (np.array([getattr(n, a) for n in nodes], dtype=float)
-                            for a in ("predicted_s", "low_s", "high_s"))
+    predicted, low, high = interval_arrays(nodes)
     low, high = intervals.combine(predicted, low, high, noise, spread)
     widen_all(nodes, [said(w) for w in spread.tolist()], low, high)
     if calibration is not None:
         widen_all(nodes, f"calibration: half-widths x{calibration.scale:.2f}",
                   *intervals.scaled(predicted, low, high, calibration.scale))
+
+
+def interval_arrays(nodes: list[NodeResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every node's predicted time, low and high end, as arrays (for registry.models.intervals)."""
+    return tuple(np.array([getattr(n, a) for n in nodes], dtype=float) for a in ("predicted_s", "low_s", "high_s"))
 
 
 def widen_all(nodes: list[NodeResult], step: str | list[str], low: np.ndarray, high: np.ndarray) -> None:
@@ -509,7 +513,7 @@ def widen_all(nodes: list[NodeResult], step: str | list[str], low: np.ndarray, h
         with np.errstate(invalid="ignore"):
             return (a == b) | (np.isfinite(a) & np.isfinite(b) &
                                (np.abs(a - b) <= 1e-3 * np.maximum(np.abs(a), np.abs(b))))
-    was_low, was_high = (np.array([getattr(n, a) for n in nodes], dtype=float) for a in ("low_s", "high_s"))
+    _, was_low, was_high = interval_arrays(nodes)
     moved = (~(close(low, was_low) & close(high, was_high))).tolist()
     steps = [step] * len(nodes) if isinstance(step, str) else step
     for n, lo, hi, m, text in zip(nodes, low.tolist(), high.tolist(), moved, steps):
@@ -521,14 +525,22 @@ def widen_all(nodes: list[NodeResult], step: str | list[str], low: np.ndarray, h
 SCALING_SEEN = 2    # beyond this many times the traced thread count, the app's own scaling is a guess
 
 
+def nodes_beyond(nodes: list[NodeResult], seen: int) -> str | None:
+    """The nodes that would run more than SCALING_SEEN x `seen` threads, in words (the first three with
+    their thread counts, and how many more); None where no node would."""
+    far = [n for n in nodes if n.threads and n.threads > SCALING_SEEN * seen]
+    if not far:
+        return None
+    return ", ".join(f"{n.node} ({n.threads})" for n in far[:3]) + (f" and {len(far) - 3} more" if len(far) > 3 else "")
+
+
 def _scaling_beyond_trace(nodes: list[NodeResult], traced: int) -> list[str]:
     """A warning where the app would run many more threads than it was traced with: the projection
     then takes the node's measured kernels to stand for how the app's parallel share scales, which
     nothing measured of the app says (its runs at several thread counts and a scaling model do)."""
-    far = [n for n in nodes if n.threads and n.threads > SCALING_SEEN * traced]
-    if not far:
+    shown = nodes_beyond(nodes, traced)
+    if shown is None:
         return []
-    shown = ", ".join(f"{n.node} ({n.threads})" for n in far[:3]) + (f" and {len(far) - 3} more" if len(far) > 3 else "")
     return [f"the app was traced with {plural(traced, 'thread')}; on {shown} it would run more than {SCALING_SEEN}x as many: "
             "the prediction assumes its parallel share keeps scaling there (measure runs at several thread counts "
             "and use --model amdahl or usl to check it)"]

@@ -13,12 +13,23 @@ projection of every phase onto X at n_ref threads (per-core speed, memory bandwi
 and n_X all of X's CPUs. A node with at most n_ref CPUs is projected at its own CPU count directly
 (the projection covers fewer cores; the curve is not needed). Intervals combine in log space and
 the scaling model's warnings (superlinear speed-up, extrapolation far beyond the runs) are kept.
+
+The curve's limits are said as `nodereg scaling` says them: its backtest (registry.models.backtest:
+fitted on the smaller thread counts, predicting the largest) warns when the curve misses its own
+runs, and that miss widens the intervals of the nodes it is extrapolated to; a node more than
+SCALING_SEEN x beyond the largest run is named whatever the backtest found (a small miss is no
+guarantee far away).
 """
+
+import functools
 
 import numpy as np
 
 from registry.errors import UserError
-from registry.match.project import PROJECTION, Inputs, MatchResult, model_identity, project, traced_threads
+from registry.match.project import (PROJECTION, SCALING_SEEN, Inputs, MatchResult, NodeResult, interval_arrays,
+                                    model_identity, nodes_beyond, project, traced_threads, widen_all)
+from registry.models import intervals
+from registry.models.backtest import Backtest, backtest
 from registry.models.base import NodePrediction, ScalingContext
 from registry.models.combine import project_scaling
 from registry.models.plugins import create
@@ -49,7 +60,8 @@ def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = No
         raise UserError(f"no runs of {trace.name!r} on {base!r} with a thread count: add some with "
                         f"{command_line('nodereg', 'runs', 'add', trace.name, base, '--threads', 'N', '--time', 'S')}")
     threads, times = runs[:, 0].astype(int), runs[:, 1]
-    model = create(scaling_model, kind="scaling", options=options)
+    make = functools.partial(create, scaling_model, kind="scaling", options=options)
+    model = make()
     if len(np.unique(threads)) < model.min_thread_counts:
         raise UserError(f"--model {scaling_model} scales {trace.name!r} with its runs on {base!r}: it needs runs at "
                         f">= {model.min_thread_counts} thread counts, there are runs at "
@@ -65,18 +77,44 @@ def project_scaled(inputs: Inputs, scaling_model: str, options: dict | None = No
         result.warnings.append(f"{scaling_model}: fitted on the app's {len(times)} MPI traces on {base} (ranks x "
                                f"threads {', '.join(str(int(n)) for n in sorted(set(threads)))}) with their "
                                f"communication split; technique {getattr(model, 'technique', 'TOT')}")
+    scaled_nodes = []
     for n in result.nodes:
         n_x = cpus[n.node]
         if n_x <= n_ref:
             continue
+        scaled_nodes.append(n)
         (scaled,) = project_scaling(model, n_ref, NodePrediction(n.node, n.predicted_s, n.low_s, n.high_s),
                                     [n_x], node_cpus=n_x)
         n.predicted_s, n.threads = scaled.predicted_s, n_x
         n.widen(f"scaled by the app's {scaling_model} curve to {n_x} threads", scaled.low_s, scaled.high_s)
         n.speedup = result.base_time_s / n.predicted_s
         result.warnings += [f"{n.node}: {w}" for w in scaled.warnings]
+    result.warnings += _limits(scaled_nodes, scaling_model, base, int(threads.max()), backtest(make, threads, times))
     result.nodes.sort(key=lambda n: n.predicted_s)
     for i, n in enumerate(result.nodes, 1):
         n.rank = i
     result.model, result.model_version = model_identity(scaling_model)
     return result
+
+
+def _limits(nodes: list[NodeResult], name: str, base: str, measured: int, check: Backtest | None) -> list[str]:
+    """The warnings on how far the curve is trusted, with the backtest's miss applied to the intervals
+    of `nodes` (those scaled by the curve) beyond the `measured` thread count, on the side it erred
+    (too short a time: the high end), through the one interval rule. No backtest (too few thread
+    counts to split the runs), no backtest warning, as in `nodereg scaling`."""
+    out = []
+    far = [n for n in nodes if n.threads > measured]
+    missed = check.warning() if check is not None else None
+    if missed:
+        out.append(f"{name} on the runs on {base}: {missed}" +
+                   (f" (the intervals beyond {measured} threads are widened by it)" if far else ""))
+    if missed and far:
+        side = "above" if check.log_miss > 0 else "below"
+        widen_all(far, f"the {name} backtest's miss at {', '.join(map(str, check.targets))} threads "
+                       f"({check.median_error:.0%}), on the {'high' if side == 'above' else 'low'} end",
+                  *intervals.combine(*interval_arrays(far), **{side: abs(check.log_miss)}))
+    shown = nodes_beyond(far, measured)
+    if shown:
+        out.append(f"{name}: the app's runs on {base} reach {measured} threads; on {shown} its curve is "
+                   f"extrapolated more than {SCALING_SEEN}x beyond them (add runs at more threads to check it)")
+    return out

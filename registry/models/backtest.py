@@ -23,6 +23,7 @@ class Backtest:
     targets: list[int]
     median_error: float
     max_error: float
+    log_miss: float   # the median of ln(measured / predicted): > 0 where the curve predicts too short a time
 
     def warning(self, threshold: float = 0.10) -> str | None:
         if self.median_error <= threshold:
@@ -47,5 +48,7 @@ def backtest(make_model: Callable[[], ScalingModel], threads, times) -> Backtest
         return None
     targets, measured = median_by_threads(n[~inner], t[~inner])
     preds = model.predict([int(x) for x in targets])
-    errors = np.abs(np.array([p.predicted_s for p in preds]) - measured) / measured
-    return Backtest(int(n[inner].max()), [int(x) for x in targets], float(np.median(errors)), float(errors.max()))
+    predicted = np.array([p.predicted_s for p in preds])
+    errors = np.abs(predicted - measured) / measured
+    return Backtest(int(n[inner].max()), [int(x) for x in targets], float(np.median(errors)), float(errors.max()),
+                    float(np.median(np.log(measured / predicted))))

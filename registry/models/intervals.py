@@ -92,13 +92,15 @@ def half_widths(predicted, low, high):
     return _same_kind(np.maximum(down, MIN_HALF_WIDTH), predicted), _same_kind(np.maximum(up, MIN_HALF_WIDTH), predicted)
 
 
-def combine(predicted, low, high, *extra):
+def combine(predicted, low, high, *extra, below=0.0, above=0.0):
     """(low, high) of an interval widened by independent log half-widths `extra` (root sum of
-    squares) and floored at MIN_HALF_WIDTH; floats or arrays, as `half_widths`."""
+    squares) and floored at MIN_HALF_WIDTH; floats or arrays, as `half_widths`. `below` / `above`:
+    a log half-width added (the same way) to one end only, for an error known to lie on one side
+    (a scaling curve whose backtest predicted too short a time widens the high end)."""
     down, up = half_widths(predicted, low, high)
     more = rss(*extra)
-    return (_same_kind(predicted * np.exp(-rss(down, more)), predicted),
-            _same_kind(predicted * np.exp(rss(up, more)), predicted))
+    return (_same_kind(predicted * np.exp(-rss(down, more, below)), predicted),
+            _same_kind(predicted * np.exp(rss(up, more, above)), predicted))
 
 
 def scaled(predicted, low, high, scale):
