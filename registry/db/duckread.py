@@ -85,8 +85,10 @@ class QuickReader:
     dialect = SimpleNamespace(name="duckdb")
 
     def native(self, sql: str, params: dict | None = None):
-        """`sql` (SQLAlchemy text() style, `:name` parameters) run by DuckDB: its result relation."""
-        return self.con.execute(_PARAM.sub(r"$\1", sql), dict(params or {}))
+        """`sql` (SQLAlchemy text() style, `:name` parameters) run by DuckDB: its result relation.
+        Parameters the text does not name are left out, as SQLAlchemy leaves them (DuckDB refuses them)."""
+        named = set(_PARAM.findall(sql))
+        return self.con.execute(_PARAM.sub(r"$\1", sql), {k: v for k, v in (params or {}).items() if k in named})
 
     def rows(self, sql: str, params: dict | None = None) -> Rows:
         return Rows.fetched(self.native(sql, params))

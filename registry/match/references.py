@@ -439,9 +439,13 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     base_runs = on_base[np.sort(first)]
     base_placement = np.full(len(p.key_names), -1)
     base_placement[p.key[base_runs]] = p.placement[base_runs]
-    preferred = p.placement[at] == base_placement[p.key[at]]
-    # node x key throughput, the preferred placement's run written last so that it wins
-    order = np.concatenate([at[~preferred], at[preferred]])
+    # node x key throughput, the preferred placement's run written last so that it wins (one placement
+    # in the registry, as in most: every run is preferred, and 1.5 million gathers are saved)
+    if len(p.placement_names) > 1:
+        preferred = p.placement[at] == base_placement[p.key[at]]
+        order = np.concatenate([at[~preferred], at[preferred]])
+    else:
+        order = at
     matrix = np.full((len(p.key_names), len(p.node_names)), np.nan)
     matrix[p.key[order], p.node[order]] = p.throughput[order]
     # only configs with a signature on the base node are references: the rest (most of a sweep) can
