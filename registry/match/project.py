@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -500,9 +501,9 @@ def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: inte
                   *intervals.scaled(predicted, low, high, calibration.scale))
 
 
-def interval_arrays(nodes: list[NodeResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every node's predicted time, low and high end, as arrays (for registry.models.intervals)."""
-    return tuple(np.array([getattr(n, a) for n in nodes], dtype=float) for a in ("predicted_s", "low_s", "high_s"))
+def interval_arrays(nodes: list[NodeResult], fields=("predicted_s", "low_s", "high_s")) -> tuple[np.ndarray, ...]:
+    """Every node's predicted time, low and high end (or `fields`), as arrays (for registry.models.intervals)."""
+    return tuple(np.fromiter(map(operator.attrgetter(a), nodes), dtype=float, count=len(nodes)) for a in fields)
 
 
 def widen_all(nodes: list[NodeResult], step: str | list[str], low: np.ndarray, high: np.ndarray) -> None:
@@ -513,7 +514,7 @@ def widen_all(nodes: list[NodeResult], step: str | list[str], low: np.ndarray, h
         with np.errstate(invalid="ignore"):
             return (a == b) | (np.isfinite(a) & np.isfinite(b) &
                                (np.abs(a - b) <= 1e-3 * np.maximum(np.abs(a), np.abs(b))))
-    _, was_low, was_high = interval_arrays(nodes)
+    was_low, was_high = interval_arrays(nodes, ("low_s", "high_s"))
     moved = (~(close(low, was_low) & close(high, was_high))).tolist()
     steps = [step] * len(nodes) if isinstance(step, str) else step
     for n, lo, hi, m, text in zip(nodes, low.tolist(), high.tolist(), moved, steps):

@@ -168,6 +168,7 @@ class SimilarityModel(ProjectionModel):
             model._node_index = {n: i for i, n in enumerate(refs["nodes"])}
             model.node_median = np.array(refs["node_median"], dtype=float)
             model.distance_slope = np.array(refs.get("distance_slope") or np.zeros(len(refs["nodes"])), dtype=float)
+            model._span()
             model._fitted = True
         model.weights_version = params.get("weights_version", model.weights_version)
         return model
@@ -228,6 +229,7 @@ class SimilarityModel(ProjectionModel):
         self.references, self.z, self.y = list(x.rows), z, yv
         self._node_index = {n: i for i, n in enumerate(ratios.columns)}
         self.node_median = node_median
+        self._span()
         self.distance_slope = self._neighbour_slope(z, self._weight, yv)
         self._fitted = True
         return self
@@ -266,6 +268,13 @@ class SimilarityModel(ProjectionModel):
         with np.errstate(invalid="ignore", divide="ignore"):
             slope = (dk @ gap) / den
         return np.where(np.isfinite(slope), slope, 0.0)
+
+    def _span(self) -> None:
+        """Each node's lowest and highest log ratio over every reference, which bound every query's
+        interval (predict_many): computed once, not per phase (3 million ratios at 10,000 nodes)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)      # a node without any reference: NaN stays
+            self.node_lowest, self.node_highest = np.nanmin(self.y, axis=0), np.nanmax(self.y, axis=0)
 
     @staticmethod
     def _relevance(z: np.ndarray, y: np.ndarray, node_median: np.ndarray) -> np.ndarray:
@@ -348,9 +357,7 @@ class SimilarityModel(ProjectionModel):
         t = query.base_time_s * np.exp(est)
         # the neighbours' spread and the query's distance to the nearest of them, added by intervals' one rule
         near = float(dist[0]) if len(dist) and np.isfinite(dist[0]) else 0.0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)      # a node without any reference: NaN stays
-            lowest, highest = np.nanmin(ratios[:, cols], axis=0), np.nanmax(ratios[:, cols], axis=0)
+        lowest, highest = self.node_lowest[cols], self.node_highest[cols]
         # the distance term at most the node's whole span of log ratios: a phase far from every
         # reference is as uncertain as one that resembles none (the blind case below), never more.
         # References nearly alike in signature but apart in ratio (a busy host's profile: 31 of 32
