@@ -213,15 +213,17 @@ def test_dependent_chain_follows_its_closed_form(driver):
 def test_dependent_chain_is_latency_bound(driver):
     """What fp_chain is for: one thread of it leaves the core's FP pipes idle for most of every step
     (each FMA and divide waits for the one before), so it runs many times fewer flops per second
-    than scalar_fp64's eight independent FMA chains on the same core (~20x on this VM's EPYC core).
-    That idle capacity is what a second hardware thread of the core uses (docs/microbench.md).
-    Best of several repetitions, both measured here: a busy host slows either, not the ratio's order."""
+    than scalar_fp64's eight independent FMA chains on the same core (~23x on this VM's EPYC core).
+    That idle capacity is what a second hardware thread of the core uses (docs/microbench.md). The
+    bound, 12x, is above what eight independent chains of the same FMA + divide reach (bound by the
+    divider's throughput: 6-8x below scalar_fp64 here) and below the latency-bound ratio. Best of
+    several short repetitions, both measured here: a busy host slows either, not the ratio's order."""
     def rate(kernel):
-        reply = driver.run({"kernel": kernel, "threads": 1, "cpus": CPUS[:1], "reps": 5, "target": 0.01})
+        reply = driver.run({"kernel": kernel, "threads": 1, "cpus": CPUS[:1], "reps": 9, "target": 0.005})
         return reply["flops"] / min(reply["times"])
 
     chain, scalar = rate("fp_chain"), rate("scalar_fp64")
-    assert chain * 4 < scalar, f"fp_chain {chain / 1e9:.2f} GFLOP/s against scalar_fp64 {scalar / 1e9:.2f}"
+    assert chain * 12 < scalar, f"fp_chain {chain / 1e9:.2f} GFLOP/s against scalar_fp64 {scalar / 1e9:.2f}"
 
 
 def test_integer_kernel_is_the_lcg(driver):
