@@ -5,7 +5,7 @@
  * one JSON line per configuration. The kernels live in ub_stream.c (the thesis family: strided
  * read-reduce over one or two streams), ub_bandwidth.c (STREAM-like, load-only, store-only),
  * ub_latency.c (pointer chase) and ub_compute.c (FP64 vector FMA, scalar FP64, integer, integer
- * with branches).
+ * with branches, one dependent FP64 chain).
  * Python (registry/microbench/driver.py) speaks this protocol; nothing timed ever runs in Python.
  */
 #ifndef NODEREG_UB_H
@@ -90,7 +90,8 @@ extern const struct ub_kernel ub_stream_kernel;
 extern const struct ub_kernel ub_copy_kernel, ub_scale_kernel, ub_add_kernel, ub_triad_kernel;
 extern const struct ub_kernel ub_load_kernel, ub_store_kernel;
 extern const struct ub_kernel ub_chase_kernel;
-extern const struct ub_kernel ub_peak_fma_kernel, ub_scalar_fp64_kernel, ub_int_kernel, ub_int_branch_kernel;
+extern const struct ub_kernel ub_peak_fma_kernel, ub_scalar_fp64_kernel, ub_int_kernel, ub_int_branch_kernel,
+    ub_fp_chain_kernel;
 
 /* What the vector FMA kernel compiled to (ub_compute.c), for provenance. */
 const char *ub_fma_kind(void);

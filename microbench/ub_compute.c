@@ -1,9 +1,10 @@
-/* Compute kernels: FP64 peak with vector FMA, scalar FP64 FMA, integer multiply-add, and an
- * integer hash with a data-dependent branch per byte (int_branch).
+/* Compute kernels: FP64 peak with vector FMA, scalar FP64 FMA, integer multiply-add, an integer
+ * hash with a data-dependent branch per byte (int_branch), and one dependent FP64 chain per thread
+ * (fp_chain, the latency-bound one: see run_chain).
  *
- * Each runs independent dependency chains (enough to cover the FMA latency on the units the
- * core has) of acc = acc * x + y, with x slightly below one so values stay near one: no
- * overflow, no denormals, and a closed form the test suite checks. The vector kernel uses FMA
+ * The first three run independent dependency chains (enough to cover the FMA latency on the
+ * units the core has) of acc = acc * x + y, with x slightly below one so values stay near one:
+ * no overflow, no denormals, and a closed form the test suite checks. The vector kernel uses FMA
  * intrinsics where the compiler says the target has them (AVX-512F, AVX2+FMA, AArch64 NEON)
  * and GCC vector extensions otherwise (the compiler fuses a*b+c where it can). The scalar and
  * integer kernels keep every chain in its own register (an empty asm per chain) so the compiler
@@ -194,6 +195,35 @@ static void run_int(const struct ub_config *c, int tid, long passes, struct ub_t
 
 static double ops_int(const struct ub_config *c) { return 2.0 * UB_FMA_INNER * 8 * c->threads; }
 
+/* Latency-bound FP64: ONE chain per thread, a = (a * x + y) / d, an FMA and a divide that each wait
+ * for the one before, as random-number and transcendental code does (NPB EP's randlc, log, sqrt).
+ * The other kernels keep enough chains in flight to fill the core's FP pipes, so a core's second
+ * hardware thread adds little to them (1.09-1.25x on a 16-vCPU host); here one thread leaves the
+ * pipes idle for most of each step's latency, and a second one on the same core doubles the core's
+ * rate, as it doubled EP's (docs/validation.md, "NPB EP.A, traced on val-16c"). A single chain
+ * cannot be vectorised or reordered, and without -ffast-math the compiler may not turn the divide
+ * into a multiply (1/d is inexact). The recurrence is affine: a_n = f + r^n (a_0 - f) with
+ * r = x / d and f = y / (d - x) = 1, so a climbs from 0.5 towards 1 (no overflow, no denormals) and
+ * the test suite checks the closed form. 3 flops per step (the FMA's 2 and the divide). */
+#define UB_CHAIN_Y 2e-7
+#define UB_CHAIN_D 1.0000001
+
+static void run_chain(const struct ub_config *c, int tid, long passes, struct ub_thread_result *r)
+{
+    (void)c;
+    (void)tid;
+    double a = acc0(0);
+    for (long p = 0; p < passes; p++)
+        for (int j = 0; j < UB_FMA_INNER; j++) {
+            a = UB_SFMA(a, UB_FMA_X, UB_CHAIN_Y) / UB_CHAIN_D;
+            UB_KEEP_F(a);
+        }
+    r->checksum = a;
+    r->iterations = passes * UB_FMA_INNER;
+}
+
+static double flops_chain(const struct ub_config *c) { return 3.0 * UB_FMA_INNER * c->threads; }
+
 /* Integer and branches, the kind of work parsers and compressors do: FNV-1a style hashing of a
  * 2 KiB table of pseudo-random bytes (L1-resident: one byte load per step), where each byte's low
  * bit picks one of two updates. The bit is random, so about half of those branches mispredict: the
@@ -254,6 +284,7 @@ UB_COMPUTE_KERNEL(ub_peak_fma_kernel, "peak_fma", run_peak, flops_peak)
 UB_COMPUTE_KERNEL(ub_scalar_fp64_kernel, "scalar_fp64", run_scalar, flops_scalar)
 UB_COMPUTE_KERNEL(ub_int_kernel, "int_ops", run_int, ops_int)
 UB_COMPUTE_KERNEL(ub_int_branch_kernel, "int_branch", run_branch, ops_branch)
+UB_COMPUTE_KERNEL(ub_fp_chain_kernel, "fp_chain", run_chain, flops_chain)
 
 /* What the vector FMA kernel compiled to, for provenance. */
 const char *ub_fma_kind(void)

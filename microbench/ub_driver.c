@@ -42,7 +42,7 @@
 static const struct ub_kernel *const kernels[] = {
     &ub_stream_kernel, &ub_copy_kernel,  &ub_scale_kernel,    &ub_add_kernel,         &ub_triad_kernel, &ub_load_kernel,
     &ub_store_kernel,  &ub_chase_kernel, &ub_peak_fma_kernel, &ub_scalar_fp64_kernel, &ub_int_kernel,
-    &ub_int_branch_kernel,
+    &ub_int_branch_kernel, &ub_fp_chain_kernel,
 };
 
 static struct ub_thread_result results[UB_MAX_THREADS];

@@ -194,6 +194,38 @@ def test_fp_kernels_follow_the_closed_form(driver):
     assert scalar["checksum"] == pytest.approx(chains(8), rel=1e-9)
 
 
+def test_dependent_chain_follows_its_closed_form(driver):
+    """fp_chain's one chain a = (a*x + y)/d is affine: a_n = f + r^n (a_0 - f), r = x/d, f = y/(d-x) = 1,
+    so one step more or less (or a second chain) would move the checksum by ~1e-7 of itself."""
+    x, y, d, passes = 0.9999999, 2e-7, 1.0000001, 5
+    steps = passes * 64
+    r, fixed = x / d, y / (d - x)
+    reply = driver.run({"kernel": "fp_chain", "threads": 1, "cpus": CPUS[:1], "reps": 1, "passes": passes})
+    assert reply["checksum"] == pytest.approx(fixed + r**steps * (0.5 - fixed), rel=1e-9)
+    assert reply["flops"] == 3 * steps     # the FMA's two and the divide
+    assert reply["iters"] == steps
+    if len(CPUS) >= 2:                     # one chain per thread, the same on each
+        both = driver.run({"kernel": "fp_chain", "threads": 2, "cpus": CPUS[:2], "reps": 1, "passes": passes})
+        assert both["checksum"] == pytest.approx(2 * reply["checksum"], rel=1e-12)
+        assert both["flops"] == 2 * reply["flops"]
+
+
+def test_dependent_chain_is_latency_bound(driver):
+    """What fp_chain is for: one thread of it leaves the core's FP pipes idle for most of every step
+    (each FMA and divide waits for the one before), so it runs many times fewer flops per second
+    than scalar_fp64's eight independent FMA chains on the same core (~23x on this VM's EPYC core).
+    That idle capacity is what a second hardware thread of the core uses (docs/microbench.md). The
+    bound, 12x, is above what eight independent chains of the same FMA + divide reach (bound by the
+    divider's throughput: 6-8x below scalar_fp64 here) and below the latency-bound ratio. Best of
+    several short repetitions, both measured here: a busy host slows either, not the ratio's order."""
+    def rate(kernel):
+        reply = driver.run({"kernel": kernel, "threads": 1, "cpus": CPUS[:1], "reps": 9, "target": 0.005})
+        return reply["flops"] / min(reply["times"])
+
+    chain, scalar = rate("fp_chain"), rate("scalar_fp64")
+    assert chain * 12 < scalar, f"fp_chain {chain / 1e9:.2f} GFLOP/s against scalar_fp64 {scalar / 1e9:.2f}"
+
+
 def test_integer_kernel_is_the_lcg(driver):
     passes = 3
     xs = list(range(1, 9))

@@ -102,6 +102,21 @@ def test_quick_plan_still_covers_every_level():
     assert len(plan.configs) < len(sweep.plan(fake_inventory(), flat_topology(), "default").configs) / 5
 
 
+def test_quick_plan_has_the_dependent_chain_wherever_the_other_compute_kernels_are():
+    """fp_chain (the latency-bound reference) runs at every thread count of the quick sweep, one thread
+    to all, and is signed there like scalar_fp64, so `nodereg match` can place a phase next to it."""
+    inv, topo = fake_inventory(cpus=16, l3_shared=16), flat_topology(cpus=16, per_llc=16)
+    plan = sweep.plan(inv, topo, "quick")
+    assert plan.threads[0] == 1 and plan.threads[-1] == 16
+
+    def threads(name, configs):
+        return sorted(c.threads for c in configs if c.ub.name == name)
+
+    assert threads("fp_chain", plan.configs) == threads("scalar_fp64", plan.configs) == plan.threads
+    signed = signatures.representatives(plan.configs)
+    assert threads("fp_chain", signed) == threads("scalar_fp64", signed) == plan.threads
+
+
 def test_memory_level_writers_run_with_both_store_kinds_and_sign_with_ordinary_stores():
     plan = sweep.plan(fake_inventory(), flat_topology(), "quick", kernels=[catalog.get("triad"), catalog.get("load")])
     kinds: dict[tuple, set[bool]] = {}

@@ -95,6 +95,9 @@ COMPUTE = (
     Microbenchmark("int_branch", "compute", "int_branch",
                    "byte-wise integer hash over an L1-resident table with a data-dependent branch per byte, as "
                    "parsers and compressors do (the gflops column holds giga bytes hashed per second)"),
+    Microbenchmark("fp_chain", "compute", "fp_chain",
+                   "one dependent FP64 chain per thread (an FMA, then a divide): latency-bound, as random-number "
+                   "and transcendental code is, so a core's second hardware thread doubles it"),
 )
 
 # The node-local communication profile (docs/mpi.md), after the Intel MPI Benchmarks. Each stores

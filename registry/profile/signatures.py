@@ -13,8 +13,10 @@ differ in kind: triad, load and store for bandwidth (copy, scale and add look li
 /proc and to cachegrind; store-only writes every line it touches, which cachegrind's share of
 writes tells apart), the pointer chase, the vector and scalar FP64 kernels, the integer
 multiply-add chains and the branchy integer hash (so that integer phases have references of
-their own kind, not only FP and memory kernels), and the thesis's mbw1c. The other configs are not
-references for `nodereg match` (they stay in the profile for everything else).
+their own kind, not only FP and memory kernels), the one dependent FP64 chain (fp_chain: the
+reference whose rate a core's second hardware thread doubles, as it doubles latency-bound phases
+such as NPB EP's), and the thesis's mbw1c. The other configs are not references for `nodereg
+match` (they stay in the profile for everything else).
 
 A window holds only repetitions of the config's kernel: the driver prepares the config (first touch
 of its buffers, the chase's cycle, calibration: `run` with reps=0) before the window opens, so the
@@ -53,7 +55,7 @@ COST_S = WINDOW_S + REP_S   # with the preparation: calibration
 
 
 SIGNED_KERNELS = frozenset({"triad", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops", "int_branch",
-                            "mbw1c"})
+                            "fp_chain", "mbw1c"})
 
 
 def representatives(configs: Sequence[Config]) -> list[Config]:

@@ -13,7 +13,8 @@ from registry.profile.runner import Measurement
 
 LEVEL_ORDER = ("L1", "L2", "L3", "L4", "memory")
 COMPUTE = {"peak_fma": "fp64_peak_gflops", "scalar_fp64": "fp64_scalar_gflops", "int_ops": "int_giops",
-           "int_branch": "int_branch_gbps"}   # int_branch: giga bytes hashed per second
+           "int_branch": "int_branch_gbps",   # int_branch: giga bytes hashed per second
+           "fp_chain": "fp64_chain_gflops"}
 
 
 def _best(values: dict, key, value: float | None) -> None:

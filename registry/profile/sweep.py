@@ -162,7 +162,7 @@ MPI_SIZES = {"quick": (8, 1024, 65536, 4 * KB * KB),
              "default": (*(8 * 4 ** k for k in range(10)), 4 * KB * KB),
              "full": tuple(2 ** k for k in range(3, 23))}
 QUICK_KERNELS = ("mbw1c", "mbw1p", "copy", "scale", "add", "triad", "load", "store", "chase", "peak_fma",
-                 "scalar_fp64", "int_ops", "int_branch")
+                 "scalar_fp64", "int_ops", "int_branch", "fp_chain")
 
 
 def data_caches(inv: Inventory) -> list[Cache]:
