@@ -10,9 +10,12 @@ the suite, by the one rule every reader uses (v_latest_profile, newest_in_suite)
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from registry.db import Registry
 from registry.db.read import read_arrays, read_frame
+
+if TYPE_CHECKING:
+    from registry.db import Registry
 
 _SUITE = "COALESCE(m.suite, 'nodereg')"
 

@@ -294,6 +294,10 @@ def test_cli_evaluate_calibrate_and_match_from_runs(cli, db_url, tmp_path):
     assert times == sorted(times)
     arm = [n for n in ranked["nodes"] if n["architecture"] == "aarch64"]
     assert arm and all("predicted from x86_64 runs only" in " ".join(n["warnings"]) for n in arm)
+    if db_url.startswith("duckdb:///"):   # the file by its path is read without SQLAlchemy: the same answer
+        by_path = cli("--db", db_url.removeprefix("duckdb:///"), "match", "geekbench:clang:single", "--from-runs",
+                      "--runs-on", "aws:t1.large", "--json")
+        assert by_path.out == match.out
 
 
 def test_cli_errors(cli, db_url, tmp_path):

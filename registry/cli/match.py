@@ -57,7 +57,7 @@ def match(
         from registry.models.options import parse_assignments
 
         name = "similar-runs" if model == "similarity" else model
-        match_from_runs(state(ctx).registry(readonly=True), trace, model=name, options=parse_assignments(option),
+        match_from_runs(state(ctx).reader(), trace, model=name, options=parse_assignments(option),
                         suite=suite or "sparecores", runs_on=runs_on, objective=objective, top=top, as_json=as_json)
         return
     from registry.match import caveats as caveats_mod

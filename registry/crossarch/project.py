@@ -67,7 +67,8 @@ def from_runs(data: CrossData, app: str, times: dict[str, float], model: str = "
     bank = ReferenceBank(data)
     refs = bank.reference_set(app_family(app), calibration)
     single = single_threaded(app) if single is None else single
-    targets = [n for n in data.nodes.index if n not in set(calibration)]
+    measured = set(calibration)
+    targets = [n for n in data.nodes.index.tolist() if n not in measured]
     # one thread per pool: these products are small, and BLAS threads on a busy machine made them 20x slower
     with threadpool_limits(1):
         predictions = create(model, options=options or {}).fit(refs).predict(query(app, times, calibration, single),
