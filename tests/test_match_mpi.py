@@ -175,18 +175,48 @@ def test_a_hybrid_app_is_offered_threads(cli, registry):
     assert (choice["ranks"], choice["threads"]) == (1, 2) and choice["configs_tried"] == 3
 
 
+def test_threads_per_rank_divide_the_computation_and_leave_the_communication(cli, registry):
+    """Traced at 2 ranks x 1 thread (20 s on b: 10 s computing, then a halo phase of 2 s computing and
+    8 s in MPI). 1 rank x 2 threads: the same 2 CPUs compute, nothing to communicate; 1 x 1: half the CPUs."""
+    registry()
+
+    def total(*flags):
+        res = cli("match", "mpiapp", "--json", "--no-store", "--nodes", "b", *flags)
+        assert res.code == 0, res.err
+        return json.loads(res.out)["predictions"][0]["predicted_s"]
+
+    assert total("--ranks", 1, "--threads", 2) == pytest.approx(12.0, rel=0.02)
+    assert total("--ranks", 1) == pytest.approx(24.0, rel=0.02)
+    assert total("--ranks", 2, "--threads", 1) == pytest.approx(20.0, rel=0.02)
+
+
+def test_configs_try_the_threads_asked_for(cli, registry):
+    """A program traced at one thread per rank (a threaded BLAS the trace does not see): --threads 2
+    adds 1 x 2, which wins on the slow network (no communication, the same CPUs)."""
+    registry()
+    tried = {}
+    for flags in ((), ("--threads", 2)):
+        res = cli("match", "mpiapp", "--configs", "--json", "--no-store", "--nodes", "slowcomm", *flags)
+        assert res.code == 0, res.err
+        (choice,) = json.loads(res.out)["configs"]
+        tried[flags] = (choice["ranks"], choice["threads"], choice["configs_tried"])
+    assert tried == {(): (1, 1, 2), ("--threads", 2): (1, 2, 3)}
+
+
 def test_bad_requests_are_one_line_errors(cli, registry, db_url):
     registry()
     assert_one_line_error(cli("match", "mpiapp", "--comm-model", "nope"), "unknown communication model 'nope'")
-    assert_one_line_error(cli("match", "mpiapp", "--ranks", 4, "--model", "amdahl"), "--ranks and --configs")
+    assert_one_line_error(cli("match", "mpiapp", "--ranks", 4, "--model", "amdahl"), "--ranks, --threads and --configs")
+    assert_one_line_error(cli("match", "mpiapp", "--threads", 2, "--model", "amdahl"), "--ranks, --threads and --configs")
     reg = open_registry(db_url)
     plain = _mpi_trace()
     plain.name, plain.meta = "plain", {}
     with reg.begin() as conn:
         store.save(conn, plain)
     reg.close()
-    assert_one_line_error(cli("match", "plain", "--ranks", 2), "has none: trace it through its launcher")
+    assert_one_line_error(cli("match", "plain", "--ranks", 2), "has no ranks: trace it through its launcher")
     assert_one_line_error(cli("match", "plain", "--configs"), "has no ranks")
+    assert_one_line_error(cli("match", "plain", "--threads", 2), "--threads projects an MPI program's ranks x threads")
 
 
 @both_backends

@@ -73,6 +73,7 @@ class CommInputs:
     # the app's MPI traces on its node: (ranks x threads, wall seconds, the slowest rank's MPI
     # seconds), Barnes's SEP training runs (registry.match.scaled)
     traced_runs: list[tuple[int, float, float]] = field(default_factory=list)
+    threads_asked: bool = False                 # --threads: the program runs that many (and --configs tries up to it)
     fitted: dict[str, CommModel | None] = field(default_factory=dict)
 
     def at(self, ranks: int, threads: int | None = None) -> CommInputs:
@@ -102,20 +103,24 @@ class CommInputs:
 
 
 def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MODEL,
-         ranks: int | None = None) -> CommInputs | None:
-    """The communication inputs of `trace` (None: not an MPI trace, and no rank count asked for)."""
+         ranks: int | None = None, threads: int | None = None) -> CommInputs | None:
+    """The communication inputs of `trace` (None: not an MPI trace, and no rank or thread count asked
+    for). `threads`: threads per rank the program runs (OpenMP or a threaded BLAS, which the trace
+    may not see: a run at one thread per rank shows none)."""
     doc = trace.meta.get("mpi")
     create(model)                                   # an unknown model fails before any work
     if not doc:
-        if ranks is not None:
-            raise UserError(f"--ranks projects an MPI program's ranks, and the trace of {trace.name!r} has none: "
-                            "trace it through its launcher (nodereg trace -- mpirun -np N ...)")
+        if ranks is not None or threads is not None:
+            raise UserError(f"--{'ranks' if ranks is not None else 'threads'} projects an MPI program's ranks x "
+                            f"threads, and the trace of {trace.name!r} has no ranks: trace it through its launcher "
+                            "(nodereg trace -- mpirun -np N ...)")
         return None
-    if ranks is not None and ranks < 1:
-        raise UserError("--ranks must be 1 or more")
-    traced, threads = int(doc["ranks"]), max(1, int(trace.meta.get("omp_max_threads") or 1))
-    return CommInputs(model, load_profiles(conn), traced, threads, ranks or traced, threads, base_cpus,
-                      traced_runs(conn, trace))
+    for flag, value in (("--ranks", ranks), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be 1 or more")
+    traced, traced_threads = int(doc["ranks"]), max(1, int(trace.meta.get("omp_max_threads") or 1))
+    return CommInputs(model, load_profiles(conn), traced, traced_threads, ranks or traced, threads or traced_threads,
+                      base_cpus, traced_runs(conn, trace), threads_asked=threads is not None)
 
 
 _TRACES = """
