@@ -30,7 +30,10 @@ ranks x threads configuration that fits the node (powers of two, the same grid `
 chooses from; threads only for the programs that run them), --reps each, median; one trace at the
 most ranks and 1 thread (`nodereg trace -- mpirun -np R ...`); a prediction of every
 configuration from it (`nodereg match APP --ranks R --threads T --nodes NODE`) and the recommended
-one (`--configs`, with `--threads` the most threads per rank measured). Printed: predicted vs
+one (`--configs`, with `--threads` the most threads per rank measured). A program that runs threads
+is traced first at 1 rank x its most threads as well: the OpenMP regions of that trace tell
+`match` how much of a rank's computation its threads divide (a threaded BLAS enters none at one
+thread per rank). Printed: predicted vs
 measured, the CPUs each run kept busy (its CPU time over its wall time: threads that run show as
 more than one per rank), the errors and their median, the recommended configuration against the
 measured best, and the MPI shares.
@@ -271,13 +274,16 @@ def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: 
         measured[(r, t)] = (statistics.median(w for w, _ in runs), statistics.median(c / w for w, c in runs))
         print(f"{p.name}: {r} x {t} measured {measured[(r, t)][0]:.3g} s, {measured[(r, t)][1]:.2f} CPUs busy",
               flush=True)
-    traced = (max(r for r, _ in grid), 1)
-    trace_file = work / f"{p.name}.trace.json"   # (the program's own output may share stdout)
-    nodereg("trace", "--node", node, "--name", f"{p.name}-mpi", "--out", trace_file, "--",
-            *mpi.launcher(node_mpi, traced[0]), *p.argv(*traced, work), env={**env, **p.environment(1)}, cwd=work)
+    traced, most = (max(r for r, _ in grid), 1), max(t for _, t in grid)
+    # the base trace (the latest) at the most ranks, where the communication shows; before it, a
+    # threaded program at 1 rank x its most threads: a threaded BLAS enters OpenMP regions only at
+    # more than one thread, and `match` reads the share its threads divide from them
+    for r, t in [*([(1, most)] if most > 1 else []), traced]:
+        trace_file = work / f"{p.name}.{r}x{t}.trace.json"   # (the program's own output may share stdout)
+        nodereg("trace", "--node", node, "--name", f"{p.name}-mpi", "--out", trace_file, "--",
+                *mpi.launcher(node_mpi, r), *p.argv(r, t, work), env={**env, **p.environment(t)}, cwd=work)
     share = json.loads(trace_file.read_text())["meta"]["mpi"]["comm_share"]
     own = p.own_comm_share(*traced, work)
-    most = max(t for _, t in grid)
     threads_flag = ["--threads", most] if p.threaded else []
     rows = []
     for (r, t), (wall, busy) in measured.items():

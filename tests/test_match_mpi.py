@@ -169,7 +169,10 @@ def test_configs_trade_computation_for_communication(cli, registry):
 
 
 def test_a_hybrid_app_is_offered_threads(cli, registry):
-    registry(_mpi_trace(threads=2))
+    """Traced at 2 threads per rank, both ranks' computation in OpenMP regions."""
+    hybrid = _mpi_trace(threads=2)
+    hybrid.phases.append(Phase("region", "omp", 0, 20, 2.0, 20.0))
+    registry(hybrid)
     res = cli("match", "mpiapp", "--configs", "--json", "--no-store", "--nodes", "slowcomm")
     (choice,) = json.loads(res.out)["configs"]
     assert (choice["ranks"], choice["threads"]) == (1, 2) and choice["configs_tried"] == 3
@@ -180,14 +183,39 @@ def test_threads_per_rank_divide_the_computation_and_leave_the_communication(cli
     8 s in MPI). 1 rank x 2 threads: the same 2 CPUs compute, nothing to communicate; 1 x 1: half the CPUs."""
     registry()
 
-    def total(*flags):
-        res = cli("match", "mpiapp", "--json", "--no-store", "--nodes", "b", *flags)
-        assert res.code == 0, res.err
-        return json.loads(res.out)["predictions"][0]["predicted_s"]
+    doc = _matched(cli, "--ranks", 1, "--threads", 2)
+    assert doc["predictions"][0]["predicted_s"] == pytest.approx(12.0, rel=0.02)
+    assert any("show no OpenMP regions, so its 2 threads per rank are taken to share all" in w for w in doc["warnings"])
+    assert _matched(cli, "--ranks", 1)["predictions"][0]["predicted_s"] == pytest.approx(24.0, rel=0.02)
+    assert _matched(cli, "--ranks", 2, "--threads", 1)["predictions"][0]["predicted_s"] == pytest.approx(20.0, rel=0.02)
 
-    assert total("--ranks", 1, "--threads", 2) == pytest.approx(12.0, rel=0.02)
-    assert total("--ranks", 1) == pytest.approx(24.0, rel=0.02)
-    assert total("--ranks", 2, "--threads", 1) == pytest.approx(20.0, rel=0.02)
+
+def _matched(cli, *flags):
+    res = cli("match", "mpiapp", "--json", "--no-store", "--nodes", "b", *flags)
+    assert res.code == 0, res.err
+    return json.loads(res.out)
+
+
+@pytest.mark.parametrize("region_weight, expected_s", [(0.5, 16.0), (None, 24.0)])
+def test_threads_divide_the_share_a_trace_saw_in_openmp_regions(cli, registry, db_url, region_weight, expected_s):
+    """Also traced at 1 rank x 2 threads (earlier): OpenMP regions half its run (f = 0.5 at 2 threads:
+    2/3 of the single-thread time parallel), or regions too short to be phases (a threaded BLAS
+    with little to do: none of it). From the 2 x 1 trace, 1 x 2 is the 12 s of computation x 2
+    ranks' worth, of which the threads halve the parallel share: 24 x (1/3 + 2/3 / 2) = 16 s."""
+    threaded = _mpi_trace(threads=2)
+    threaded.meta["mpi"] = {"ranks": 1, "comm_share": 0.0}
+    if region_weight:
+        threaded.phases.append(Phase("region", "omp", 0, 20, region_weight, 5.0))
+    registry(threaded)
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        store.save(conn, _mpi_trace())      # the latest: the base of the projection
+    reg.close()
+    doc = _matched(cli, "--ranks", 1, "--threads", 2)
+    assert doc["predictions"][0]["predicted_s"] == pytest.approx(expected_s, rel=0.02)
+    share = "67%" if region_weight else "0%"
+    assert any(f"{share} of a rank's single-thread computation runs in OpenMP regions" in w for w in doc["warnings"])
+    assert _matched(cli, "--ranks", 1)["predictions"][0]["predicted_s"] == pytest.approx(24.0, rel=0.02)
 
 
 def test_configs_try_the_threads_asked_for(cli, registry):
