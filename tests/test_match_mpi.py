@@ -4,6 +4,7 @@ the communication part of a phase projected with each node's MPI profile, `match
 latency and bandwidth; the models must recover them."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from registry_data import profile_at_speeds
 from registry.db import open_registry, utcnow
 from registry.db.write import insert_returning
 from registry.io.tracefile import Phase, Trace
-from registry.models.comm import BranikasModel, CommProfile, HockneyModel, create
+from registry.errors import UserError
+from registry.models.comm import BoostedModel, BranikasModel, CommProfile, HockneyModel, create
 from registry.trace import store
 
 SIZES = [8, 128, 2048, 32768, 524288, 4194304]
@@ -44,12 +46,65 @@ def test_branikas_base_from_the_papers_exchange_table():
     assert np.median(errors) < 0.1          # the model holds for the large messages it is made for
 
 
+def _per_message_us(m, ranks):
+    """A node whose MPI switches protocol at 64 KiB (eager: 1 us latency; rendezvous: 6 us) at
+    10 GB/s, and whose ranks contend for memory: each doubling of ranks adds half the time."""
+    return ((1.0 if m < 65536 else 6.0) + m / 10e9 * 1e6) * (1 + 0.5 * math.log2(ranks / 2))
+
+
+def test_boosted_trees_fit_a_known_profile():
+    sizes = [2**k for k in range(3, 23)]
+    points = {"exchange": [(r, "compact", m, 2 * _per_message_us(m, r)) for r in (2, 4, 8) for m in sizes],
+              "pingpong": [(2, "same_ccx", m, _per_message_us(m, 2)) for m in sizes]}
+    model = BoostedModel().fit(CommProfile("x", points))
+
+    def error(m, r):
+        return abs(model.message_s(r, m) * 1e6 / _per_message_us(m, r) - 1)
+
+    assert np.median([error(m, r) for m in sizes for r in (2, 4, 8)]) < 0.05
+    # between the measured sizes (not across the step at 64 KiB), where trees are piecewise constant
+    # and the backbone's slope carries the trend
+    between = [error(1.5 * m, r) for m in sizes[:-1] if not 32768 <= m < 65536 for r in (2, 4, 8)]
+    assert np.median(between) < 0.15
+    backbone = np.exp(np.column_stack([np.ones(1), [[math.log2(1000), 1.0, 1.0]]]) @ model.backbone)[0] * 1e6
+    assert abs(backbone / _per_message_us(1000, 2) - 1) > 0.3 > error(1000, 2)    # the trees, not the backbone, fit it
+    assert not model.warnings
+    model.message_s(16, 4096)
+    assert model.warnings == ["x: the boosted model was trained on 2..8 ranks, not 16: its trees add their edge value "
+                              "there, the log-log backbone the trend"]
+    # a phase: 100 messages of 1 MiB at 4 ranks
+    assert model.point_to_point_s(100, 100 * 2**20, 4) == pytest.approx(100 * _per_message_us(2**20, 4) * 1e-6,
+                                                                         rel=0.1)
+
+
+def test_boosted_trees_refuse_too_few_figures():
+    few = CommProfile("tiny", {"pingpong": [(2, "same_ccx", m, 1.0 + m / 1e4) for m in (8, 1024, 65536)]})
+    with pytest.raises(UserError) as err:
+        BoostedModel().fit(few)
+    assert "\n" not in str(err.value) and str(err.value).startswith(
+        "node 'tiny' has 3 ping-pong or Exchange figures: the boosted model needs 8 or more")
+
+
+def test_a_model_that_refuses_the_base_says_why(cli, registry, db_url):
+    """The base's profile holds too few figures for the boosted model: match goes on, keeping the
+    communication time, and the warning gives the model's reason."""
+    registry(mpi_nodes=("fast",))
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        _mpi_profile(conn, "b", sizes=SIZES[:3])
+    reg.close()
+    res = cli("match", "mpiapp", "--json", "--no-store", "--comm-model", "boosted", "--nodes", "b,fast")
+    assert res.code == 0, res.err
+    assert any("node 'b' has 6 ping-pong or Exchange figures: the boosted model needs 8 or more" in w
+               and w.endswith("the communication time (8 s) is kept on every node") for w in json.loads(res.out)["warnings"])
+
+
 def test_an_unknown_communication_model_is_refused():
     with pytest.raises(Exception, match="unknown communication model 'nope'"):
         create("nope")
 
 
-def _mpi_profile(conn, node):
+def _mpi_profile(conn, node, sizes=SIZES):
     """Ping-pong (alpha, beta of the node), exchange and allreduce figures, as `profile --kernels mpi` stores them."""
     node_id = conn.exec_driver_sql(f"SELECT node_id FROM nodes WHERE name = '{node}'").scalar()
     prof = insert_returning(conn, "profiles", {"uid": f"mpi{node}", "node_id": node_id, "mode": "custom",
@@ -57,7 +112,7 @@ def _mpi_profile(conn, node):
     for kernel in ("pingpong", "exchange", "allreduce"):
         ub_id = conn.exec_driver_sql(f"SELECT ub_id FROM microbenchmarks WHERE name = '{kernel}'").scalar() or \
             insert_returning(conn, "microbenchmarks", {"name": kernel, "family": "mpi", "n_streams": 0}, "ub_id")
-        for m in SIZES:
+        for m in sizes:
             key = json.dumps({"bytes": m, "placement": "same_ccx", "ranks": 2, "threads": 2, "ub": kernel,
                               "node": node})
             cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": key, "threads": 2,
@@ -136,6 +191,10 @@ def test_branikas_and_the_rank_count(cli, registry):
         assert res.code == 0, res.err
         by_model[model] = {p["node"]: p["predicted_s"] for p in json.loads(res.out)["predictions"]}
     assert by_model["branikas"]["fast"] < by_model["branikas"]["b"]
+    res = cli("match", "mpiapp", "--json", "--no-store", "--comm-model", "boosted")
+    assert res.code == 0, res.err
+    boosted = {p["node"]: p["predicted_s"] for p in json.loads(res.out)["predictions"]}
+    assert boosted["fast"] < boosted["b"] < boosted["slowcomm"]
     # Branikas's model is linear in the ranks per node: at 4 ranks the exchange takes twice as long
     at = {}
     for ranks in (2, 4):

@@ -46,8 +46,9 @@ def match(
                                                                "rank, with --ranks (default: as traced); with "
                                                                "--configs, the most threads per rank it tries."),
     comm_model: str = typer.Option("hockney", "--comm-model", help="Communication model of an MPI app's phases: "
-                                                                   "hockney (latency/bandwidth fit of the ping-pong) "
-                                                                   "or branikas (Exchange model); docs/mpi.md."),
+                                                                   "hockney (latency/bandwidth fit of the ping-pong), "
+                                                                   "branikas (Exchange model) or boosted (boosted "
+                                                                   "trees on the ping-pong and Exchange); docs/mpi.md."),
     configs: bool = typer.Option(False, "--configs", help="An MPI app: recommend ranks x threads per node type "
                                                           "(Castellanos), with the reasons."),
     portable: bool = typer.Option(False, "--portable", help="The app runs on any architecture (interpreted, JIT, "

@@ -91,6 +91,7 @@ class CommInputs:
     threads_asked: bool = False                 # --threads: the program runs that many (and --configs tries up to it)
     parallel: ParallelShare | None = None       # how much of a rank's computation its threads share (None: unknown)
     fitted: dict[str, CommModel | None] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)      # node -> why its model could not be fitted
 
     def at(self, ranks: int, threads: int | None = None) -> CommInputs:
         return replace(self, ranks=ranks, threads=threads or self.threads)
@@ -129,8 +130,8 @@ class CommInputs:
             profile = self.profiles.get(node)
             try:
                 self.fitted[node] = create(self.model).fit(profile) if profile else None
-            except UserError:
-                self.fitted[node] = None
+            except UserError as exc:
+                self.fitted[node], self.refused[node] = None, str(exc)
         return self.fitted[node]
 
 
@@ -256,8 +257,9 @@ def communication(sig: dict, comm_s: float, comm: CommInputs, base: str, nodes: 
         return zero, warnings
     base_t = base_model.seconds(sig, comm.traced_ranks) if base_model else 0.0
     if base_model is None or base_t <= 0:
-        warnings.append(f"the base node {base} has no MPI figures for the {comm.model} model: the communication "
-                        f"time ({comm_s:.3g} s) is kept on every node (nodereg profile {base} --kernels mpi)")
+        why = comm.refused.get(base) or (f"the base node {base} has no MPI figures for the {comm.model} model "
+                                         f"(nodereg profile {base} --kernels mpi)")
+        warnings.append(f"{why}; the communication time ({comm_s:.3g} s) is kept on every node")
     out, kept = {}, []
     for n in nodes:
         model = comm.node_model(n)
