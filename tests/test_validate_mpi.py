@@ -1,23 +1,14 @@
 """scripts/validate_mpi.py, the parts that need no MPI program: the ranks x threads grid, how the
 thread count reaches a program, GROMACS's own communication share, and the verdicts it prints."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from script_module import script_module
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("validate_mpi", ROOT / "scripts" / "validate_mpi.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    with script_module("validate_mpi") as module:
+        yield module
 
 
 def test_threads_only_for_the_programs_that_run_them(script):
