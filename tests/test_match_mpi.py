@@ -281,13 +281,15 @@ def test_configs_try_the_threads_asked_for(cli, registry):
     """A program traced at one thread per rank (a threaded BLAS the trace does not see): --threads 2
     adds 1 x 2, which wins on the slow network (no communication, the same CPUs)."""
     registry()
-    tried = {}
+    tried, said = {}, {}
     for flags in ((), ("--threads", 2)):
         res = cli("match", "mpiapp", "--configs", "--json", "--no-store", "--nodes", "slowcomm", *flags)
         assert res.code == 0, res.err
         (choice,) = json.loads(res.out)["configs"]
         tried[flags] = (choice["ranks"], choice["threads"], choice["configs_tried"])
+        said[flags] = [r for r in choice["reasons"] if r.startswith("threads per rank")]
     assert tried == {(): (1, 1, 2), ("--threads", 2): (1, 2, 3)}
+    assert said[()] == [] and "taken to share all of its computation" in said[("--threads", 2)][0]
 
 
 def test_bad_requests_are_one_line_errors(cli, registry, db_url):

@@ -79,10 +79,12 @@ def recommend(inputs: Inputs, model: str, options: dict | None = None) -> list[C
         for n in result.nodes:
             if ranks * threads <= cpus[n.node]:
                 times[n.node][(ranks, threads)] = (n.predicted_s, comm_by_node[n.node])
-    return [_choose(node, found) for node, found in times.items() if found]
+    # what the threads were assumed to divide (registry.match.comm), when other thread counts were tried
+    said = next((inputs.comm.at(r, t).threads_said() for r, t in grid if t != inputs.comm.traced_threads), None)
+    return [_choose(node, found, said) for node, found in times.items() if found]
 
 
-def _choose(node: str, found: dict[tuple[int, int], tuple[float, float]]) -> Choice:
+def _choose(node: str, found: dict[tuple[int, int], tuple[float, float]], threads_said: str | None) -> Choice:
     rows = pd.DataFrame([{"ranks": r, "threads": t} for r, t in found])
     best, value = best_configuration(_Lookup({k: v[0] for k, v in found.items()}), rows)
     r, t = int(best["ranks"]), int(best["threads"])
@@ -102,4 +104,6 @@ def _choose(node: str, found: dict[tuple[int, int], tuple[float, float]]) -> Cho
         (rm, tm), (pm, cm) = min(more, key=lambda kv: kv[1][0])
         if cm > comm_s:
             reasons.append(f"{rm} ranks would add {cm - comm_s:.3g} s of communication ({rm} x {tm}: {pm:.3g} s)")
+    if threads_said:
+        reasons.append(threads_said)
     return Choice(node, r, t, float(value), comm_s, e_index, len(found), reasons)
