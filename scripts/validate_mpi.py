@@ -15,7 +15,7 @@ Programs, from Debian's packages (installed with apt-get when missing and this r
   every poll, measured here).
 - NWChem (package nwchem-openmpi; Fortran over Global Arrays on MPI): a B3LYP energy of one water
   molecule in the cc-pVTZ basis, the textbook input of its documentation (the package ships no
-  example inputs; the script writes this one), about 3 s a run here; threads per rank in its BLAS
+  example inputs; the script writes this one), about 0.5 s a run here; threads per rank in its BLAS
   (OpenBLAS, as hpcc). Its runs leave Open MPI's mpi_yield_when_idle unset: with it set, Global
   Arrays' one-sided progress never completed (Open MPI 4.1.4: a 3.6 s run still waiting after
   60 s, with or without the trace).
@@ -36,10 +36,9 @@ configuration from it (`nodereg match APP --ranks R --threads T --nodes NODE`) a
 one (`--configs`, with `--threads` the most threads per rank measured). A program that runs threads
 is traced first at 1 rank x its most threads as well: the OpenMP regions of that trace tell
 `match` how much of a rank's computation its threads divide (a threaded BLAS enters none at one
-thread per rank). Printed: predicted vs
-measured, the CPUs each run kept busy (its CPU time over its wall time: threads that run show as
-more than one per rank), the errors and their median, the recommended configuration against the
-measured best, and the MPI shares.
+thread per rank). Printed: predicted vs measured, the CPUs each run kept busy (its CPU time over
+its wall time: threads that run show as more than one per rank), the errors and their median, the
+recommended configuration against the measured best, and the MPI shares.
 
     .venv/bin/python scripts/validate_mpi.py [--db PATH] [--reps 3] [--no-hpcc] [--programs melt,crack,hpcc,nwchem,gromacs]
 
