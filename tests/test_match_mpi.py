@@ -54,9 +54,11 @@ def _per_message_us(m, ranks):
 
 def test_boosted_trees_fit_a_known_profile():
     sizes = [2**k for k in range(3, 23)]
-    points = {"exchange": [(r, "compact", m, 2 * _per_message_us(m, r)) for r in (2, 4, 8) for m in sizes],
-              "pingpong": [(2, "same_ccx", m, _per_message_us(m, 2)) for m in sizes]}
-    model = BoostedModel().fit(CommProfile("x", points))
+    points = {"exchange": [(r, pl, m, 2 * _per_message_us(m, r) * slower) for r in (2, 4, 8) for m in sizes
+                           for pl, slower in (("compact", 1), ("scatter", 2))],
+              "pingpong": [(2, pl, m, _per_message_us(m, 2) * slower) for m in sizes
+                           for pl, slower in (("same_ccx", 1), ("cross_socket", 3))]}
+    model = BoostedModel().fit(CommProfile("x", points))    # (from the closest placements: compact, same_ccx)
 
     def error(m, r):
         return abs(model.message_s(r, m) * 1e6 / _per_message_us(m, r) - 1)

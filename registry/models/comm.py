@@ -188,7 +188,7 @@ class BoostedModel(CommModel):
     """Branikas 2024's second model, gradient-boosted trees, trained here on the node's own
     point-to-point figures (the paper's came from a Jacobi data generator over many machines): the
     log of the time per message sent from log2 message size, log2 ranks and the kernel (ping-pong,
-    one message; Exchange, two a step). Trees do not extrapolate (the paper: R^2 0.854 -> 0.466 on
+    one message; Exchange, two a step), each rank count at its closest placement as in the others. Trees do not extrapolate (the paper: R^2 0.854 -> 0.466 on
     unseen node counts), so they boost a log-log backbone fitted by least squares, which carries
     the trend beyond the figures; a phase outside them gets a warning."""
 
@@ -199,7 +199,8 @@ class BoostedModel(CommModel):
     def fit(self, profile: CommProfile) -> BoostedModel:
         self.profile = profile
         rows = [(math.log2(b), math.log2(r), float(kernel == "exchange"), us / PER_STEP[kernel])
-                for kernel in PER_STEP for r, _, b, us in profile.points.get(kernel, [])]
+                for kernel in PER_STEP for r in sorted({p[0] for p in profile.points.get(kernel, [])})
+                for b, us in profile.of(kernel, r)]      # (each rank count at its closest placement)
         if len(rows) < BOOSTED_MIN_FIGURES or len({x[0] for x in rows}) < 2:
             raise UserError(f"node {profile.node!r} has {plural(len(rows), 'ping-pong or Exchange figure')}: the boosted "
                             f"model needs {BOOSTED_MIN_FIGURES} or more, at two message sizes or more "
