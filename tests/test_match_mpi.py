@@ -4,6 +4,7 @@ the communication part of a phase projected with each node's MPI profile, `match
 latency and bandwidth; the models must recover them."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from registry_data import profile_at_speeds
 from registry.db import open_registry, utcnow
 from registry.db.write import insert_returning
 from registry.io.tracefile import Phase, Trace
-from registry.models.comm import BranikasModel, CommProfile, HockneyModel, create
+from registry.errors import UserError
+from registry.models.comm import BoostedModel, BranikasModel, CommProfile, HockneyModel, create
 from registry.trace import store
 
 SIZES = [8, 128, 2048, 32768, 524288, 4194304]
@@ -44,12 +46,67 @@ def test_branikas_base_from_the_papers_exchange_table():
     assert np.median(errors) < 0.1          # the model holds for the large messages it is made for
 
 
+def _per_message_us(m, ranks):
+    """A node whose MPI switches protocol at 64 KiB (eager: 1 us latency; rendezvous: 6 us) at
+    10 GB/s, and whose ranks contend for memory: each doubling of ranks adds half the time."""
+    return ((1.0 if m < 65536 else 6.0) + m / 10e9 * 1e6) * (1 + 0.5 * math.log2(ranks / 2))
+
+
+def test_boosted_trees_fit_a_known_profile():
+    sizes = [2**k for k in range(3, 23)]
+    points = {"exchange": [(r, pl, m, 2 * _per_message_us(m, r) * slower) for r in (2, 4, 8) for m in sizes
+                           for pl, slower in (("compact", 1), ("scatter", 2))],
+              "pingpong": [(2, pl, m, _per_message_us(m, 2) * slower) for m in sizes
+                           for pl, slower in (("same_ccx", 1), ("cross_socket", 3))]}
+    model = BoostedModel().fit(CommProfile("x", points))    # (from the closest placements: compact, same_ccx)
+
+    def error(m, r):
+        return abs(model.message_s(r, m) * 1e6 / _per_message_us(m, r) - 1)
+
+    assert np.median([error(m, r) for m in sizes for r in (2, 4, 8)]) < 0.05
+    # between the measured sizes (not across the step at 64 KiB), where trees are piecewise constant
+    # and the backbone's slope carries the trend
+    between = [error(1.5 * m, r) for m in sizes[:-1] if not 32768 <= m < 65536 for r in (2, 4, 8)]
+    assert np.median(between) < 0.15
+    backbone = np.exp(np.column_stack([np.ones(1), [[math.log2(1000), 1.0, 1.0]]]) @ model.backbone)[0] * 1e6
+    assert abs(backbone / _per_message_us(1000, 2) - 1) > 0.3 > error(1000, 2)    # the trees, not the backbone, fit it
+    assert not model.warnings
+    model.message_s(16, 4096)
+    assert model.warnings == ["x: the boosted model was trained on 2..8 ranks, not 16: its trees add their edge value "
+                              "there, the log-log backbone the trend"]
+    # a phase: 100 messages of 1 MiB at 4 ranks
+    assert model.point_to_point_s(100, 100 * 2**20, 4) == pytest.approx(100 * _per_message_us(2**20, 4) * 1e-6,
+                                                                         rel=0.1)
+
+
+def test_boosted_trees_refuse_too_few_figures():
+    few = CommProfile("tiny", {"pingpong": [(2, "same_ccx", m, 1.0 + m / 1e4) for m in (8, 1024, 65536)]})
+    with pytest.raises(UserError) as err:
+        BoostedModel().fit(few)
+    assert "\n" not in str(err.value) and str(err.value).startswith(
+        "node 'tiny' has 3 ping-pong or Exchange figures: the boosted model needs 8 or more")
+
+
+def test_a_model_that_refuses_the_base_says_why(cli, registry, db_url):
+    """The base's profile holds too few figures for the boosted model: match goes on, keeping the
+    communication time, and the warning gives the model's reason."""
+    registry(mpi_nodes=("fast",))
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        _mpi_profile(conn, "b", sizes=SIZES[:3])
+    reg.close()
+    res = cli("match", "mpiapp", "--json", "--no-store", "--comm-model", "boosted", "--nodes", "b,fast")
+    assert res.code == 0, res.err
+    assert any("node 'b' has 6 ping-pong or Exchange figures: the boosted model needs 8 or more" in w
+               and w.endswith("the communication time (8 s) is kept on every node") for w in json.loads(res.out)["warnings"])
+
+
 def test_an_unknown_communication_model_is_refused():
     with pytest.raises(Exception, match="unknown communication model 'nope'"):
         create("nope")
 
 
-def _mpi_profile(conn, node):
+def _mpi_profile(conn, node, sizes=SIZES):
     """Ping-pong (alpha, beta of the node), exchange and allreduce figures, as `profile --kernels mpi` stores them."""
     node_id = conn.exec_driver_sql(f"SELECT node_id FROM nodes WHERE name = '{node}'").scalar()
     prof = insert_returning(conn, "profiles", {"uid": f"mpi{node}", "node_id": node_id, "mode": "custom",
@@ -57,7 +114,7 @@ def _mpi_profile(conn, node):
     for kernel in ("pingpong", "exchange", "allreduce"):
         ub_id = conn.exec_driver_sql(f"SELECT ub_id FROM microbenchmarks WHERE name = '{kernel}'").scalar() or \
             insert_returning(conn, "microbenchmarks", {"name": kernel, "family": "mpi", "n_streams": 0}, "ub_id")
-        for m in SIZES:
+        for m in sizes:
             key = json.dumps({"bytes": m, "placement": "same_ccx", "ranks": 2, "threads": 2, "ub": kernel,
                               "node": node})
             cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": key, "threads": 2,
@@ -136,6 +193,10 @@ def test_branikas_and_the_rank_count(cli, registry):
         assert res.code == 0, res.err
         by_model[model] = {p["node"]: p["predicted_s"] for p in json.loads(res.out)["predictions"]}
     assert by_model["branikas"]["fast"] < by_model["branikas"]["b"]
+    res = cli("match", "mpiapp", "--json", "--no-store", "--comm-model", "boosted")
+    assert res.code == 0, res.err
+    boosted = {p["node"]: p["predicted_s"] for p in json.loads(res.out)["predictions"]}
+    assert boosted["fast"] < boosted["b"] < boosted["slowcomm"]
     # Branikas's model is linear in the ranks per node: at 4 ranks the exchange takes twice as long
     at = {}
     for ranks in (2, 4):
@@ -169,24 +230,84 @@ def test_configs_trade_computation_for_communication(cli, registry):
 
 
 def test_a_hybrid_app_is_offered_threads(cli, registry):
-    registry(_mpi_trace(threads=2))
+    """Traced at 2 threads per rank, both ranks' computation in OpenMP regions."""
+    hybrid = _mpi_trace(threads=2)
+    hybrid.phases.append(Phase("region", "omp", 0, 20, 2.0, 20.0))
+    registry(hybrid)
     res = cli("match", "mpiapp", "--configs", "--json", "--no-store", "--nodes", "slowcomm")
     (choice,) = json.loads(res.out)["configs"]
     assert (choice["ranks"], choice["threads"]) == (1, 2) and choice["configs_tried"] == 3
 
 
+def test_threads_per_rank_divide_the_computation_and_leave_the_communication(cli, registry):
+    """Traced at 2 ranks x 1 thread (20 s on b: 10 s computing, then a halo phase of 2 s computing and
+    8 s in MPI). 1 rank x 2 threads: the same 2 CPUs compute, nothing to communicate; 1 x 1: half the CPUs."""
+    registry()
+
+    doc = _matched(cli, "--ranks", 1, "--threads", 2)
+    assert doc["predictions"][0]["predicted_s"] == pytest.approx(12.0, rel=0.02)
+    assert any("show no OpenMP regions, so its 2 threads per rank are taken to share all" in w for w in doc["warnings"])
+    assert _matched(cli, "--ranks", 1)["predictions"][0]["predicted_s"] == pytest.approx(24.0, rel=0.02)
+    assert _matched(cli, "--ranks", 2, "--threads", 1)["predictions"][0]["predicted_s"] == pytest.approx(20.0, rel=0.02)
+
+
+def _matched(cli, *flags):
+    res = cli("match", "mpiapp", "--json", "--no-store", "--nodes", "b", *flags)
+    assert res.code == 0, res.err
+    return json.loads(res.out)
+
+
+@pytest.mark.parametrize("region_weight, expected_s", [(0.5, 16.0), (None, 24.0)])
+def test_threads_divide_the_share_a_trace_saw_in_openmp_regions(cli, registry, db_url, region_weight, expected_s):
+    """Also traced at 1 rank x 2 threads (earlier): OpenMP regions half its run (f = 0.5 at 2 threads:
+    2/3 of the single-thread time parallel), or regions too short to be phases (a threaded BLAS
+    with little to do: none of it). From the 2 x 1 trace, 1 x 2 is the 12 s of computation x 2
+    ranks' worth, of which the threads halve the parallel share: 24 x (1/3 + 2/3 / 2) = 16 s."""
+    threaded = _mpi_trace(threads=2)
+    threaded.meta["mpi"] = {"ranks": 1, "comm_share": 0.0}
+    if region_weight:
+        threaded.phases.append(Phase("region", "omp", 0, 20, region_weight, 5.0))
+    registry(threaded)
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        store.save(conn, _mpi_trace())      # the latest: the base of the projection
+    reg.close()
+    doc = _matched(cli, "--ranks", 1, "--threads", 2)
+    assert doc["predictions"][0]["predicted_s"] == pytest.approx(expected_s, rel=0.02)
+    share = "67%" if region_weight else "0%"
+    assert any(f"{share} of a rank's single-thread computation runs in OpenMP regions" in w for w in doc["warnings"])
+    assert _matched(cli, "--ranks", 1)["predictions"][0]["predicted_s"] == pytest.approx(24.0, rel=0.02)
+
+
+def test_configs_try_the_threads_asked_for(cli, registry):
+    """A program traced at one thread per rank (a threaded BLAS the trace does not see): --threads 2
+    adds 1 x 2, which wins on the slow network (no communication, the same CPUs)."""
+    registry()
+    tried, said = {}, {}
+    for flags in ((), ("--threads", 2)):
+        res = cli("match", "mpiapp", "--configs", "--json", "--no-store", "--nodes", "slowcomm", *flags)
+        assert res.code == 0, res.err
+        (choice,) = json.loads(res.out)["configs"]
+        tried[flags] = (choice["ranks"], choice["threads"], choice["configs_tried"])
+        said[flags] = [r for r in choice["reasons"] if r.startswith("threads per rank")]
+    assert tried == {(): (1, 1, 2), ("--threads", 2): (1, 2, 3)}
+    assert said[()] == [] and "taken to share all of its computation" in said[("--threads", 2)][0]
+
+
 def test_bad_requests_are_one_line_errors(cli, registry, db_url):
     registry()
     assert_one_line_error(cli("match", "mpiapp", "--comm-model", "nope"), "unknown communication model 'nope'")
-    assert_one_line_error(cli("match", "mpiapp", "--ranks", 4, "--model", "amdahl"), "--ranks and --configs")
+    assert_one_line_error(cli("match", "mpiapp", "--ranks", 4, "--model", "amdahl"), "--ranks, --threads and --configs")
+    assert_one_line_error(cli("match", "mpiapp", "--threads", 2, "--model", "amdahl"), "--ranks, --threads and --configs")
     reg = open_registry(db_url)
     plain = _mpi_trace()
     plain.name, plain.meta = "plain", {}
     with reg.begin() as conn:
         store.save(conn, plain)
     reg.close()
-    assert_one_line_error(cli("match", "plain", "--ranks", 2), "has none: trace it through its launcher")
+    assert_one_line_error(cli("match", "plain", "--ranks", 2), "has no ranks: trace it through its launcher")
     assert_one_line_error(cli("match", "plain", "--configs"), "has no ranks")
+    assert_one_line_error(cli("match", "plain", "--threads", 2), "--threads projects an MPI program's ranks x threads")
 
 
 @both_backends

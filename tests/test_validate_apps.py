@@ -1,24 +1,17 @@
 """scripts/validate_apps.py, the parts that need no benchmark: node variants from a CPU topology, program commands."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from script_module import script_module
 
 from registry.profile.placement import Cpu
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("validate_apps", ROOT / "scripts" / "validate_apps.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    with script_module("validate_apps") as module:
+        yield module
 
 
 def test_variants_cover_sizes_placements_and_smt(script, monkeypatch):
@@ -69,11 +62,9 @@ def test_runs_are_interleaved_before_match(script, monkeypatch, tmp_path):
 def test_coverage_rounds_calibrate_on_the_rounds_before(script):
     """scripts/coverage_repeat.py: round 2's conformal coverage scales its own half-widths by the
     80% quantile of round 1's scores, never by its own."""
-    spec = importlib.util.spec_from_file_location("coverage_repeat", ROOT / "scripts" / "coverage_repeat.py")
-    cov = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cov)
     # round 1: outcomes 0.5, 1.0, 1.5, 2.0 half-widths out (+-10% intervals); round 2: 1.2 and 2.5 out
     cells = [{"round": r, "score": s} for r, s in ((1, 0.5), (1, 1.0), (1, 1.5), (1, 2.0), (2, 1.2), (2, 2.5))]
-    coverage, based_on, scale = cov.conformal_coverage(cells, 2)
-    assert (based_on, scale) == (4, 2.0) and coverage == 0.5        # 1.2 inside x2.0, 2.5 outside
-    assert cov.conformal_coverage(cells, 1)[0] is None               # nothing earlier to calibrate on
+    with script_module("coverage_repeat") as cov:
+        coverage, based_on, scale = cov.conformal_coverage(cells, 2)
+        assert (based_on, scale) == (4, 2.0) and coverage == 0.5        # 1.2 inside x2.0, 2.5 outside
+        assert cov.conformal_coverage(cells, 1)[0] is None               # nothing earlier to calibrate on

@@ -42,9 +42,13 @@ def match(
     ranks: int = typer.Option(None, "--ranks", min=1, help="An MPI app (traced through its launcher): predict it at "
                                                            "N ranks (its communication with each node's MPI "
                                                            "profile; computation on N x its threads per rank CPUs)."),
+    threads: int = typer.Option(None, "--threads", min=1, help="An MPI app: OpenMP (or threaded BLAS) threads per "
+                                                               "rank, with --ranks (default: as traced); with "
+                                                               "--configs, the most threads per rank it tries."),
     comm_model: str = typer.Option("hockney", "--comm-model", help="Communication model of an MPI app's phases: "
-                                                                   "hockney (latency/bandwidth fit of the ping-pong) "
-                                                                   "or branikas (Exchange model); docs/mpi.md."),
+                                                                   "hockney (latency/bandwidth fit of the ping-pong), "
+                                                                   "branikas (Exchange model) or boosted (boosted "
+                                                                   "trees on the ping-pong and Exchange); docs/mpi.md."),
     configs: bool = typer.Option(False, "--configs", help="An MPI app: recommend ranks x threads per node type "
                                                           "(Castellanos), with the reasons."),
     portable: bool = typer.Option(False, "--portable", help="The app runs on any architecture (interpreted, JIT, "
@@ -77,8 +81,8 @@ def match(
 
     check_objective(objective, deadline, budget)
     identity = model_identity(model)  # an unknown model fails before any work
-    if identity[0] != model and (ranks or configs):   # (an MPI trace with a scaling model: its runs' counts)
-        raise UserError(f"--ranks and --configs project with the projection model; --model {model} scales with the "
+    if identity[0] != model and (ranks or threads or configs):   # (an MPI trace with a scaling model: its runs' counts)
+        raise UserError(f"--ranks, --threads and --configs project with the projection model; --model {model} scales with the "
                         "runs' thread counts: use one or the other")
     options = parse_assignments(option)
     create(model, options=options)    # ... and so does a bad option
@@ -89,7 +93,7 @@ def match(
         if found.note:
             say(f"note: {found.note}", err=True)
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
-                             exclude=tuple(exclude or ()), comm={"model": comm_model, "ranks": ranks})
+                             exclude=tuple(exclude or ()), comm={"model": comm_model, "ranks": ranks, "threads": threads})
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
             caveats_mod.working_set_caveats(conn, inputs.phases, inputs.base, inputs.targets, inputs.suite)
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)

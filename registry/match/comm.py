@@ -58,6 +58,21 @@ def load_profiles(conn: sa.Connection) -> dict[str, CommProfile]:
     return out
 
 
+@dataclass(frozen=True)
+class ParallelShare:
+    """The share of a rank's computation its threads divide, from the OpenMP regions of a trace: the
+    regions' time per rank over the rank's time outside MPI, `f`, at `threads` per rank; as a share
+    of the single-thread time, phi = f t / ((1 - f) + f t)."""
+
+    f: float
+    threads: int
+    source: str
+
+    @property
+    def phi(self) -> float:
+        return self.f * self.threads / ((1 - self.f) + self.f * self.threads)
+
+
 @dataclass
 class CommInputs:
     """What projecting an MPI app reads beyond the projection's: the nodes' communication profiles,
@@ -73,7 +88,10 @@ class CommInputs:
     # the app's MPI traces on its node: (ranks x threads, wall seconds, the slowest rank's MPI
     # seconds), Barnes's SEP training runs (registry.match.scaled)
     traced_runs: list[tuple[int, float, float]] = field(default_factory=list)
+    threads_asked: bool = False                 # --threads: the program runs that many (and --configs tries up to it)
+    parallel: ParallelShare | None = None       # how much of a rank's computation its threads share (None: unknown)
     fitted: dict[str, CommModel | None] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)      # node -> why its model could not be fitted
 
     def at(self, ranks: int, threads: int | None = None) -> CommInputs:
         return replace(self, ranks=ranks, threads=threads or self.threads)
@@ -85,10 +103,26 @@ class CommInputs:
 
     @property
     def division(self) -> float:
-        """How the computation changes from the traced ranks x threads to the projected ones: it is
-        divided among them, up to the base node's CPUs (strong scaling, no serial part assumed;
-        the projection compares each node with the base at the same count, capped by its CPUs)."""
-        return self.traced_ranks * self.traced_threads / min(self.cpus, self.base_cpus)
+        """How the computation changes from the traced ranks x threads to the projected ones, up to
+        the base node's CPUs (the projection compares each node with the base at the same count,
+        capped by its CPUs): the ranks divide it (strong scaling, no serial part assumed); within a
+        rank, the threads divide its parallel share (Amdahl), all of it when that is unknown."""
+        cpus = min(self.cpus, self.base_cpus)
+        ranks = min(self.ranks, cpus)
+        phi = self.parallel.phi if self.parallel else 1.0
+        per_rank = ((1 - phi) + phi * ranks / cpus) / ((1 - phi) + phi / self.traced_threads)
+        return self.traced_ranks / ranks * per_rank
+
+    def threads_said(self) -> str | None:
+        """What the division assumed about the threads, when they differ from the traced ones."""
+        if self.threads == self.traced_threads:
+            return None
+        if self.parallel is None:
+            return (f"threads per rank: the app's traces on its node show no OpenMP regions, so its {self.threads} "
+                    "threads per rank are taken to share all of its computation (a threaded BLAS traced at one "
+                    "thread per rank shows none: trace it at more threads per rank to measure its parallel share)")
+        return (f"threads per rank: {self.parallel.phi:.0%} of a rank's single-thread computation runs in OpenMP "
+                f"regions ({self.parallel.source}); the threads divide that share (Amdahl)")
 
     def node_model(self, node: str) -> CommModel | None:
         """The node's fitted model (None: no usable MPI figures there)."""
@@ -96,46 +130,86 @@ class CommInputs:
             profile = self.profiles.get(node)
             try:
                 self.fitted[node] = create(self.model).fit(profile) if profile else None
-            except UserError:
-                self.fitted[node] = None
+            except UserError as exc:
+                self.fitted[node], self.refused[node] = None, str(exc)
         return self.fitted[node]
 
 
 def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MODEL,
-         ranks: int | None = None) -> CommInputs | None:
-    """The communication inputs of `trace` (None: not an MPI trace, and no rank count asked for)."""
+         ranks: int | None = None, threads: int | None = None) -> CommInputs | None:
+    """The communication inputs of `trace` (None: not an MPI trace, and no rank or thread count asked
+    for). `threads`: threads per rank the program runs (OpenMP or a threaded BLAS, which the trace
+    may not see: a run at one thread per rank shows none)."""
     doc = trace.meta.get("mpi")
     create(model)                                   # an unknown model fails before any work
     if not doc:
-        if ranks is not None:
-            raise UserError(f"--ranks projects an MPI program's ranks, and the trace of {trace.name!r} has none: "
-                            "trace it through its launcher (nodereg trace -- mpirun -np N ...)")
+        if ranks is not None or threads is not None:
+            raise UserError(f"--{'ranks' if ranks is not None else 'threads'} projects an MPI program's ranks x "
+                            f"threads, and the trace of {trace.name!r} has no ranks: trace it through its launcher "
+                            "(nodereg trace -- mpirun -np N ...)")
         return None
-    if ranks is not None and ranks < 1:
-        raise UserError("--ranks must be 1 or more")
-    traced, threads = int(doc["ranks"]), max(1, int(trace.meta.get("omp_max_threads") or 1))
-    return CommInputs(model, load_profiles(conn), traced, threads, ranks or traced, threads, base_cpus,
-                      traced_runs(conn, trace))
+    for flag, value in (("--ranks", ranks), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be 1 or more")
+    traced, traced_threads = int(doc["ranks"]), max(1, int(trace.meta.get("omp_max_threads") or 1))
+    runs = _mpi_traces(conn, trace)
+    return CommInputs(model, load_profiles(conn), traced, traced_threads, ranks or traced, threads or traced_threads,
+                      base_cpus, [(r.cpus, r.wall_s, r.max_mpi_s) for r in runs if r.max_mpi_s is not None],
+                      threads_asked=threads is not None, parallel=parallel_share(runs))
 
 
 _TRACES = """
-SELECT t.wall_s, t.meta_json FROM traces t JOIN apps a ON a.app_id = t.app_id JOIN nodes n ON n.node_id = t.node_id
+SELECT t.uid, t.wall_s, t.meta_json,
+       (SELECT SUM(ph.weight) FROM phases ph WHERE ph.trace_id = t.trace_id AND ph.method = 'omp') AS omp_weight
+FROM traces t JOIN apps a ON a.app_id = t.app_id JOIN nodes n ON n.node_id = t.node_id
 WHERE a.name = :a AND n.name = :n AND t.status = 'ok' ORDER BY t.trace_id"""
 
 
-def traced_runs(conn: sa.Connection, trace) -> list[tuple[int, float, float]]:
-    """Every MPI trace of the app on the trace's node: (ranks x threads, wall s, max over ranks of
-    the time in MPI: Barnes's per-processor MAX split)."""
+@dataclass
+class MpiTrace:
+    """One MPI trace of the app on its node, as the projection reads it."""
+
+    uid: str
+    ranks: int
+    threads: int                    # OpenMP threads per rank seen (1: none)
+    wall_s: float
+    comm_share: float               # the mean rank's share of the run in MPI
+    max_mpi_s: float | None         # the slowest rank's MPI seconds (Barnes's per-processor MAX)
+    omp_weight: float | None        # the OpenMP regions' time over the wall time, summed over the ranks (None:
+                                    # the shim saw no region; 0: only regions too short to be phases)
+
+    @property
+    def cpus(self) -> int:
+        return self.ranks * self.threads
+
+
+def _mpi_traces(conn: sa.Connection, trace) -> list[MpiTrace]:
+    """Every MPI trace of the app on the trace's node, oldest first."""
     out = []
-    for wall, meta_json in execute(conn, _TRACES, {"a": trace.name, "n": trace.node}):
+    for uid, wall, meta_json, omp_weight in execute(conn, _TRACES, {"a": trace.name, "n": trace.node}):
         meta = json.loads(meta_json or "{}")
         doc = meta.get("mpi") or {}
-        per_rank = doc.get("per_rank") or []
-        if not per_rank or not wall:
+        if not doc.get("ranks") or not wall:
             continue
-        cpus = int(doc["ranks"]) * max(1, int(meta.get("omp_max_threads") or 1))
-        out.append((cpus, float(wall), max(float(r["mpi_s"]) for r in per_rank)))
+        per_rank = doc.get("per_rank") or []
+        out.append(MpiTrace(uid, int(doc["ranks"]), max(1, int(meta.get("omp_max_threads") or 1)), float(wall),
+                            float(doc.get("comm_share") or 0.0),
+                            max(float(r["mpi_s"]) for r in per_rank) if per_rank else None,
+                            None if meta.get("omp_max_threads") is None else float(omp_weight or 0.0)))
     return out
+
+
+def parallel_share(runs: list[MpiTrace]) -> ParallelShare | None:
+    """The share of a rank's computation its threads divide, from the app's trace with OpenMP regions
+    at the most threads per rank (the latest of those): a threaded BLAS enters none at one thread
+    per rank. None: no trace saw a region."""
+    seen = [r for r in runs if r.omp_weight is not None]
+    if not seen:
+        return None
+    best = max(reversed(seen), key=lambda r: r.threads)   # (max keeps the first of ties: the latest)
+    computing = max(1e-9, 1 - best.comm_share)
+    f = min(1.0, best.omp_weight / best.ranks / computing)
+    return ParallelShare(f, best.threads, f"trace {best.uid[:8]} at {best.ranks} x {best.threads}")
 
 
 def _added(a: NodePrediction, b: NodePrediction) -> NodePrediction:
@@ -161,6 +235,9 @@ def project_phase(phase, time_s: float, comm: CommInputs | None, base: str, node
     result = compute(computing, time_s * (1 - share))
     if comm.division != 1:
         result.predictions = {n: _scaled(p, comm.division) for n, p in result.predictions.items()}
+    said = comm.threads_said()
+    if said and said not in result.warnings:
+        result.warnings.append(said)
     if not sig:
         return result
     comm_s = time_s * share
@@ -180,8 +257,9 @@ def communication(sig: dict, comm_s: float, comm: CommInputs, base: str, nodes: 
         return zero, warnings
     base_t = base_model.seconds(sig, comm.traced_ranks) if base_model else 0.0
     if base_model is None or base_t <= 0:
-        warnings.append(f"the base node {base} has no MPI figures for the {comm.model} model: the communication "
-                        f"time ({comm_s:.3g} s) is kept on every node (nodereg profile {base} --kernels mpi)")
+        why = comm.refused.get(base) or (f"the base node {base} has no MPI figures for the {comm.model} model "
+                                         f"(nodereg profile {base} --kernels mpi)")
+        warnings.append(f"{why}; the communication time ({comm_s:.3g} s) is kept on every node")
     out, kept = {}, []
     for n in nodes:
         model = comm.node_model(n)

@@ -7,7 +7,8 @@ best_configuration); here every candidate's time comes from the projection itsel
 computation part of each phase projected at ranks x threads CPUs, the communication part with the
 node's communication model at that rank count (registry.match.comm). Candidates are the powers of
 two of ranks and threads whose product fits the node's CPUs (threads only for a program traced
-with OpenMP threads: the hybrid case). Each node's choice comes with its
+with OpenMP threads, the hybrid case, or up to `--threads T` for one that runs them unseen: a
+threaded BLAS, or OpenMP traced at one thread per rank). Each node's choice comes with its
 reasons: the runner-up and by how much, what the communication costs at the chosen rank count,
 and the efficiency index E = ranks x T^2 / T_c (Castellanos eq. 4.9; T_c, the 1 x 1 time) that
 says how well the CPUs are used.
@@ -25,11 +26,11 @@ from registry.match.project import Inputs, project
 from registry.models.mob import best_configuration, efficiency_index
 
 
-def candidates(cpus: int, hybrid: bool) -> list[tuple[int, int]]:
-    """(ranks, threads), powers of two, with ranks x threads <= cpus; threads 1 for a program that
-    runs no OpenMP threads (more would idle)."""
+def candidates(cpus: int, max_threads: int) -> list[tuple[int, int]]:
+    """(ranks, threads), powers of two, with ranks x threads <= cpus and threads <= max_threads (1
+    for a program that runs no threads: more would idle)."""
     powers = [1 << k for k in range(cpus.bit_length()) if 1 << k <= cpus]
-    return [(r, t) for r in powers for t in (powers if hybrid else [1]) if r * t <= cpus]
+    return [(r, t) for r in powers for t in powers if t <= max_threads and r * t <= cpus]
 
 
 class _Lookup:
@@ -67,7 +68,8 @@ def recommend(inputs: Inputs, model: str, options: dict | None = None) -> list[C
                         "(nodereg trace -- mpirun -np N ...)")
     cpus = inputs.profiles.n_cpus
     hybrid = int(inputs.found.trace.meta.get("omp_max_threads") or 1) > 1
-    grid = sorted({c for n in inputs.targets for c in candidates(cpus[n], hybrid)})
+    asked = inputs.comm.threads if inputs.comm.threads_asked else None
+    grid = sorted({c for n in inputs.targets for c in candidates(cpus[n], asked or (cpus[n] if hybrid else 1))})
     times: dict[str, dict[tuple[int, int], tuple[float, float]]] = {n: {} for n in inputs.targets}
     for ranks, threads in grid:
         at = replace(inputs, comm=inputs.comm.at(ranks, threads))
@@ -77,10 +79,12 @@ def recommend(inputs: Inputs, model: str, options: dict | None = None) -> list[C
         for n in result.nodes:
             if ranks * threads <= cpus[n.node]:
                 times[n.node][(ranks, threads)] = (n.predicted_s, comm_by_node[n.node])
-    return [_choose(node, found) for node, found in times.items() if found]
+    # what the threads were assumed to divide (registry.match.comm), when other thread counts were tried
+    said = next((inputs.comm.at(r, t).threads_said() for r, t in grid if t != inputs.comm.traced_threads), None)
+    return [_choose(node, found, said) for node, found in times.items() if found]
 
 
-def _choose(node: str, found: dict[tuple[int, int], tuple[float, float]]) -> Choice:
+def _choose(node: str, found: dict[tuple[int, int], tuple[float, float]], threads_said: str | None) -> Choice:
     rows = pd.DataFrame([{"ranks": r, "threads": t} for r, t in found])
     best, value = best_configuration(_Lookup({k: v[0] for k, v in found.items()}), rows)
     r, t = int(best["ranks"]), int(best["threads"])
@@ -100,4 +104,6 @@ def _choose(node: str, found: dict[tuple[int, int], tuple[float, float]]) -> Cho
         (rm, tm), (pm, cm) = min(more, key=lambda kv: kv[1][0])
         if cm > comm_s:
             reasons.append(f"{rm} ranks would add {cm - comm_s:.3g} s of communication ({rm} x {tm}: {pm:.3g} s)")
+    if threads_said:
+        reasons.append(threads_said)
     return Choice(node, r, t, float(value), comm_s, e_index, len(found), reasons)

@@ -7,7 +7,7 @@ node's profile turns them into seconds; `nodereg match` scales the phase's *meas
 communication time by the target's model time over the base's (registry.match.comm), so the time
 a rank waits for its neighbours (load imbalance) is kept in proportion, not dropped.
 
-Two models, plugins of the entry-point group ``nodereg.comm_models`` (another distribution can
+Three models, plugins of the entry-point group ``nodereg.comm_models`` (another distribution can
 add one the same way):
 
 - ``hockney``: the latency/bandwidth model T(m) = alpha + m / beta, fitted to the ping-pong by
@@ -19,6 +19,9 @@ add one the same way):
   paper's table; it has no latency term, so small messages are outside it). A phase's exchange
   steps are its messages / 2 (one to each neighbour), of its mean message size, at the rank count
   asked for; collectives as above.
+- ``boosted``: Branikas 2024's second model, gradient-boosted trees, here trained on the node's own
+  ping-pong and Exchange figures (time per message sent, from message size, ranks and kernel),
+  boosting a log-log backbone, since trees alone do not extrapolate (BoostedModel).
 
 Collectives: the Allreduce kernel's time at the phase's mean collective size, interpolated in
 log-log between measured sizes at the nearest measured rank count (a node without it: twice
@@ -42,6 +45,8 @@ from registry.values import plural
 GROUP = "nodereg.comm_models"
 BRANIKAS_BASE_BYTES = 4096
 BRANIKAS_MIN_BYTES = 32768
+BOOSTED_MIN_FIGURES = 8
+PER_STEP = {"pingpong": 1, "exchange": 2}      # messages a rank sends per operation of the kernel
 
 
 @dataclass
@@ -177,6 +182,60 @@ class BranikasModel(CommModel):
 
     def describe(self) -> str:
         return f"Base (1 rank per node, 4 KiB) {self.base_s * 1e6:.3g} us (spread {self.rel_spread:.0%})"
+
+
+class BoostedModel(CommModel):
+    """Branikas 2024's second model, gradient-boosted trees, trained here on the node's own
+    point-to-point figures (the paper's came from a Jacobi data generator over many machines): the
+    log of the time per message sent from log2 message size, log2 ranks and the kernel (ping-pong,
+    one message; Exchange, two a step), each rank count at its closest placement as in the others. Trees do not extrapolate (the paper: R^2 0.854 -> 0.466 on
+    unseen node counts), so they boost a log-log backbone fitted by least squares, which carries
+    the trend beyond the figures; a phase outside them gets a warning."""
+
+    name = "boosted"
+    description = ("Branikas 2024 boosted trees on the node's ping-pong and Exchange figures (log-log backbone); "
+                   "collectives from the Allreduce")
+
+    def fit(self, profile: CommProfile) -> BoostedModel:
+        self.profile = profile
+        rows = [(math.log2(b), math.log2(r), float(kernel == "exchange"), us / PER_STEP[kernel])
+                for kernel in PER_STEP for r in sorted({p[0] for p in profile.points.get(kernel, [])})
+                for b, us in profile.of(kernel, r)]      # (each rank count at its closest placement)
+        if len(rows) < BOOSTED_MIN_FIGURES or len({x[0] for x in rows}) < 2:
+            raise UserError(f"node {profile.node!r} has {plural(len(rows), 'ping-pong or Exchange figure')}: the boosted "
+                            f"model needs {BOOSTED_MIN_FIGURES} or more, at two message sizes or more "
+                            f"(nodereg profile {profile.node} --kernels mpi)")
+        x = np.array([r[:3] for r in rows])
+        y = np.log(np.array([r[3] for r in rows]) * 1e-6)
+        design = np.column_stack([np.ones(len(x)), x])
+        self.backbone, *_ = np.linalg.lstsq(design, y, rcond=None)
+        from sklearn.ensemble import GradientBoostingRegressor    # (only this model needs it: import when fitted)
+
+        self.trees = GradientBoostingRegressor(n_estimators=100, learning_rate=0.1, max_depth=2, random_state=0)
+        self.trees.fit(x, y - design @ self.backbone)
+        self.ranges = {"bytes": (2 ** x[:, 0].min(), 2 ** x[:, 0].max()), "ranks": (2 ** x[:, 1].min(), 2 ** x[:, 1].max())}
+        self.rel_rmse = float(np.sqrt(np.mean((np.exp(self._log_s(x) - y) - 1) ** 2)))
+        return self
+
+    def _log_s(self, x: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.ones(len(x)), x]) @ self.backbone + self.trees.predict(x)
+
+    def message_s(self, ranks: int, size: float) -> float:
+        """Seconds per message sent by a rank exchanging with its neighbours (the Exchange kernel's case)."""
+        for what, value in (("bytes", size), ("ranks", ranks)):
+            low, high = self.ranges[what]
+            if not low <= value <= high:
+                self._warn(f"{self.profile.node}: the boosted model was trained on {low:g}..{high:g} {what}, not "
+                           f"{value:g}: its trees add their edge value there, the log-log backbone the trend")
+        x = np.array([[math.log2(max(size, 1.0)), math.log2(max(ranks, 1)), 1.0]])
+        return float(np.exp(self._log_s(x)[0]))
+
+    def point_to_point_s(self, msgs: float, msg_bytes: float, ranks: int) -> float:
+        return msgs * self.message_s(ranks, msg_bytes / max(msgs, 1.0))
+
+    def describe(self) -> str:
+        return (f"log-log backbone and {self.trees.n_estimators_} boosted trees on {self.trees.n_features_in_} "
+                f"features (fit error {self.rel_rmse:.0%})")
 
 
 @functools.cache
