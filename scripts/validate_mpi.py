@@ -36,7 +36,9 @@ configuration from it (`nodereg match APP --ranks R --threads T --nodes NODE`) a
 one (`--configs`, with `--threads` the most threads per rank measured). A program that runs threads
 is traced first at 1 rank x its most threads as well: the OpenMP regions of that trace tell
 `match` how much of a rank's computation its threads divide (a threaded BLAS enters none at one
-thread per rank). Printed: predicted vs measured, the CPUs each run kept busy (its CPU time over
+thread per rank). With --base-runs, the plain runs at the traced configuration are stored as the
+base node's measured runs first (the base time is then their median with the traced run's, as a
+user who measured some runs gets). Printed: predicted vs measured, the CPUs each run kept busy (its CPU time over
 its wall time: threads that run show as more than one per rank), the errors and their median, the
 recommended configuration against the measured best, and the MPI shares.
 
@@ -264,15 +266,17 @@ class Row:
     own: float | None = None
 
 
-def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: int) -> tuple[list[Row], dict]:
+def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: int,
+             base_runs: bool = False) -> tuple[list[Row], dict]:
     """One program: every configuration measured and predicted, and the recommended one."""
     env = {**base_env, **({"OMPI_MCA_mpi_yield_when_idle": "1"} if p.yields else {})}
     grid = p.configurations(os.cpu_count() or 1)
     p.prepare(work)
-    measured = {}
+    measured, samples = {}, {}
     for r, t in grid:
         cmd = [*mpi.launcher(node_mpi, r), *p.argv(r, t, work)]
         runs = [measure(cmd, {**env, **p.environment(t)}, work) for _ in range(reps)]
+        samples[(r, t)] = [w for w, _ in runs]
         measured[(r, t)] = (statistics.median(w for w, _ in runs), statistics.median(c / w for w, c in runs))
         print(f"{p.name}: {r} x {t} measured {measured[(r, t)][0]:.3g} s, {measured[(r, t)][1]:.2f} CPUs busy",
               flush=True)
@@ -284,6 +288,10 @@ def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: 
         trace_file = work / f"{p.name}.{r}x{t}.trace.json"   # (the program's own output may share stdout)
         nodereg("trace", "--node", node, "--name", f"{p.name}-mpi", "--out", trace_file, "--",
                 *mpi.launcher(node_mpi, r), *p.argv(r, t, work), env={**env, **p.environment(t)}, cwd=work)
+    if base_runs:   # the plain runs at the traced configuration: the base time is their median with the trace's
+        for wall in samples[traced]:
+            nodereg("runs", "add", f"{p.name}-mpi", node, "--threads", traced[0] * traced[1], "--time", f"{wall:.6f}",
+                    env=env)
     share = json.loads(trace_file.read_text())["meta"]["mpi"]["comm_share"]
     own = p.own_comm_share(*traced, work)
     threads_flag = ["--threads", most] if p.threaded else []
@@ -331,6 +339,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--no-hpcc", action="store_true")
+    ap.add_argument("--base-runs", action="store_true",
+                    help="store the plain runs at the traced configuration as measured runs of the base node "
+                         "(`nodereg runs add`), so that the base time is their median with the traced run's, as "
+                         "validate_apps.py's runs are (default: the traced run alone)")
     args = ap.parse_args()
     why = mpi.missing()
     if why:
@@ -356,7 +368,7 @@ def main() -> None:
             nodereg("profile", node, "--kernels", "mpi", "--quick", env=env)
         rows, recommended = [], {}
         for p in programs:
-            found, recommended[p.name] = validate(p, node, node_mpi, base_env, work, args.reps)
+            found, recommended[p.name] = validate(p, node, node_mpi, base_env, work, args.reps, args.base_runs)
             rows += found
         print(f"load average at the end {os.getloadavg()[0]:.2f}")
     report(rows, recommended)
