@@ -210,8 +210,8 @@ def test_links_carry_the_reverse_proxy_prefix(db_url):
     from registry.web.app import create_app
 
     build(db_url)
-    app = create_app(db_url, root_path="/nodereg")
-    with TestClient(app) as client:
+    app = create_app(db_url)
+    with TestClient(app, root_path="/nodereg") as client:    # the server's setting (`serve --root-path`)
         html = client.get("/nodes").text           # the proxy strips the prefix before passing the request on
     app.state.source.close()
     links = re.findall(r'(?:href|src|action)="([^"]*)"', html)

@@ -26,7 +26,7 @@ def serve(
 
     from registry.web.app import create_app
 
-    web = create_app(state(ctx).db_url, lock_wait_s=lock_wait, root_path=root_path)
+    web = create_app(state(ctx).db_url, lock_wait_s=lock_wait)
     # bound here, not by uvicorn: a port in use is one `error:` line, not a log record and exit 3
     try:
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -37,5 +37,5 @@ def serve(
     shown = f"[{host}]" if ":" in host else host
     say(f"serving {web.state.source.display_url} read-only at http://{shown}:{port}{root_path}/ "
         "(Ctrl-C stops)", err=True)
-    config = uvicorn.Config(web, log_level="warning", proxy_headers=True, server_header=False)
+    config = uvicorn.Config(web, log_level="warning", proxy_headers=True, server_header=False, root_path=root_path)
     uvicorn.Server(config).run(sockets=[sock])

@@ -87,11 +87,13 @@ def _templates() -> Jinja2Templates:
     return t
 
 
-def create_app(url: str | None = None, lock_wait_s: float = 1.0, root_path: str = "") -> FastAPI:
+def create_app(url: str | None = None, lock_wait_s: float = 1.0) -> FastAPI:
+    """The site. A reverse proxy's path prefix is the server's setting (uvicorn's `root_path`, which
+    `nodereg serve --root-path` sets): every link is written under the request's root_path (`_path`)."""
     source = Source(url, lock_wait_s=lock_wait_s)
     templates = _templates()
     api = FastAPI(title="nodereg", description="The node registry, read-only: node types, profiles, predictions.",
-                  docs_url=None, redoc_url=None, root_path=root_path)  # Swagger/ReDoc pages load JS from CDNs
+                  docs_url=None, redoc_url=None)  # Swagger/ReDoc pages load JS from CDNs
     api.state.source = source
 
     def render(request: Request, template: str, view: views.View, status: int = 200, **extra) -> HTMLResponse:
