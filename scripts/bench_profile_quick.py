@@ -124,7 +124,8 @@ def measure(fresh: bool) -> str:
 
             def signature_pass():
                 last[0] = time.perf_counter()
-                return signatures.measure_all(driver, local, llc.size_bytes if llc else None, advance)
+                return signatures.measure_all(driver, local, llc.size_bytes if llc else None, advance,
+                                              signatures.passes_for(measured))
 
             stages.time("signature windows", signature_pass)
     total = sum(w for _, w, _ in stages.rows)

@@ -88,3 +88,19 @@ def test_profile_records_counters_where_perf_counts(cli, db_url, binary, tmp_pat
     assert res.code == 0, res.err
     sig = _signatures(db_url, "counters")["peak_fma"]
     assert sig == pytest.approx({"ipc": 1.0, "cache_miss_rate": 0.2, "misses_per_kinst": 5.0})
+
+
+def test_signature_windows_take_the_sweeps_passes():
+    """A window's repetitions run at the passes the sweep measured, scaled to REP_S: calibrating again
+    cost each of the quick profile's 46 windows 0.1 s (docs/microbench.md). A config the sweep did
+    not time (no repetitions, or none that took time) is left to the driver's calibration."""
+    from types import SimpleNamespace
+
+    from registry.profile import signatures
+
+    def measured(key: str, passes: int, times: list[float]):
+        return SimpleNamespace(config=SimpleNamespace(key=key), passes=passes, times=times)
+
+    got = signatures.passes_for([measured("a", 1000, [0.021, 0.020, 0.019]), measured("b", 3, [0.5, 0.7, 0.6]),
+                                 measured("c", 10, []), measured("d", 10, [0.0])])
+    assert got == {"a": round(1000 * signatures.REP_S / 0.020), "b": 1}

@@ -100,7 +100,8 @@ def measure(opts: ProfileOptions, prep: Prepared,
     if local:
         with Driver(driver_binary()) as driver:
             measurements = runner.measure(runner.execution_order(local), driver, prep.policy, advance)
-            sigs = signatures.measure_all(driver, local, llc.size_bytes if llc else None, advance)
+            sigs = signatures.measure_all(driver, local, llc.size_bytes if llc else None, advance,
+                                          signatures.passes_for(measurements))
     measurements += mpi_runner.measure(distributed, prep.policy, advance)
     if opts.cachegrind:
         for key, metrics in cachegrind_pass.measure_all(prep.plan.configs, prep.inventory, advance).items():

@@ -34,6 +34,7 @@ main's windows read 3.4 to 22 LLC sizes for a 512 MiB buffer, these 16.0.)
 """
 
 import contextlib
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -72,15 +73,20 @@ def representatives(configs: Sequence[Config]) -> list[Config]:
     return out
 
 
-def measure(driver: Driver, config: Config, llc_bytes: int | None) -> dict[str, dict[str, float]]:
-    """Prepare `config` on the driver (its buffers first-touched, its passes calibrated), then run
+def measure(driver: Driver, config: Config, llc_bytes: int | None,
+            passes: int | None = None) -> dict[str, dict[str, float]]:
+    """Prepare `config` on the driver (its buffers first-touched, its passes set), then run
     WINDOW_REPS repetitions under the trace sampler (and perf, where the node counts): its
     {source: {metric: value}}. The window holds only repetitions, so its
     working-set reads are the memory the kernel touches (preparing fills every array of a bandwidth
-    kernel, the load kernel's two unused ones too, and builds the chase's cycle)."""
-    # reps=0: prepare and calibrate only; verify=0: the sweep verified this config (the chase's
-    # walk of its cycle: 1.4 s at 512 MiB)
-    driver.run({**config.driver_args(), "reps": 0, "target": REP_S, "verify": 0})
+    kernel, the load kernel's two unused ones too, and builds the chase's cycle). `passes`: those
+    of a REP_S repetition, from the sweep's measurement of the config (`passes_for`); without
+    them the driver calibrates, which costs a few short repetitions and overshoots REP_S by up to
+    a fifth (its passes grow by 1.2 x the ratio still missing)."""
+    # reps=0: prepare (and calibrate, or warm up at the given passes) only; verify=0: the sweep
+    # verified this config (the chase's walk of its cycle: 1.4 s at 512 MiB)
+    fixed = {"passes": passes} if passes else {"target": REP_S}
+    driver.run({**config.driver_args(), "reps": 0, "verify": 0, **fixed})
     sampler = TreeSampler(driver.proc.pid, wss_budget=None if beyond_caches(config) else WSS_BUDGET)
     t0 = time.monotonic()
     sampler.prime(0.0)
@@ -117,18 +123,35 @@ def beyond_caches(config: Config) -> bool:
     return (config.ws_level or config.level) == "memory"
 
 
+def passes_for(measurements: Sequence) -> dict[str, int]:
+    """Config key -> the passes of one REP_S repetition, from the sweep's measurements
+    (registry.profile.runner.Measurement: its passes and its repetitions' median time): the
+    signature window then needs no calibration of its own. The quick profile's 46 windows took
+    0.51 s each calibrating and 0.41 s at the sweep's passes (three repetitions of 0.12 s against
+    0.10 s, and the calibration's first short ones)."""
+    out = {}
+    for m in measurements:
+        median = statistics.median(m.times) if m.times else 0.0
+        if median > 0 and m.passes > 0:
+            out[m.config.key] = max(1, round(m.passes * REP_S / median))
+    return out
+
+
 def measure_all(driver: Driver, configs: Sequence[Config], llc_bytes: int | None,
-                advance: Callable[[Config, float], None] = lambda c, w: None) -> dict[str, dict]:
+                advance: Callable[[Config, float], None] = lambda c, w: None,
+                passes: dict[str, int] | None = None) -> dict[str, dict]:
     """Signatures of the representatives of `configs`, by config key: those that fit in the caches
     on a new driver of the same build (small memory: cheap working-set reads), then those beyond
-    the caches on `driver`, the sweep's, whose buffers they reuse."""
+    the caches on `driver`, the sweep's, whose buffers they reuse. `passes`: `passes_for` the
+    sweep's measurements (a config without: calibrated)."""
     chosen = representatives(configs)
+    passes = passes or {}
     out = {}
     with Driver(driver.binary) as small:
         for config in [c for c in chosen if not beyond_caches(c)]:
-            out[config.key] = measure(small, config, llc_bytes)
+            out[config.key] = measure(small, config, llc_bytes, passes.get(config.key))
             advance(config, COST_S)
     for config in [c for c in chosen if beyond_caches(c)]:
-        out[config.key] = measure(driver, config, llc_bytes)
+        out[config.key] = measure(driver, config, llc_bytes, passes.get(config.key))
         advance(config, COST_S)
     return {c.key: out[c.key] for c in chosen}
