@@ -61,8 +61,6 @@ def _fetched_columns(conn: sa.Connection, sql: str, params: Mapping | None) -> d
     for `match`'s 10,000-row reads): the rows fetched, then each column as pandas.read_sql makes it:
     integers (or booleans) without NULL as such, numbers (decimals too) with NULL as floats with NaN,
     anything else as objects with None."""
-    import numpy as np
-
     from registry.db.statement import execute
 
     result = execute(conn, sql, params)

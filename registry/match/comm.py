@@ -58,6 +58,11 @@ def load_profiles(conn: sa.Connection) -> dict[str, CommProfile]:
     return out
 
 
+def threads_per_rank(meta: dict) -> int:
+    """The OpenMP threads per rank a trace saw (its `omp_max_threads`; 1: none)."""
+    return max(1, int(meta.get("omp_max_threads") or 1))
+
+
 @dataclass(frozen=True)
 class ParallelShare:
     """The share of a rank's computation its threads divide, from the OpenMP regions of a trace: the
@@ -151,7 +156,7 @@ def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MOD
     for flag, value in (("--ranks", ranks), ("--threads", threads)):
         if value is not None and value < 1:
             raise UserError(f"{flag} must be 1 or more")
-    traced, traced_threads = int(doc["ranks"]), max(1, int(trace.meta.get("omp_max_threads") or 1))
+    traced, traced_threads = int(doc["ranks"]), threads_per_rank(trace.meta)
     runs = _mpi_traces(conn, trace)
     return CommInputs(model, load_profiles(conn), traced, traced_threads, ranks or traced, threads or traced_threads,
                       base_cpus, [(r.cpus, r.wall_s, r.max_mpi_s) for r in runs if r.max_mpi_s is not None],
@@ -192,7 +197,7 @@ def _mpi_traces(conn: sa.Connection, trace) -> list[MpiTrace]:
         if not doc.get("ranks") or not wall:
             continue
         per_rank = doc.get("per_rank") or []
-        out.append(MpiTrace(uid, int(doc["ranks"]), max(1, int(meta.get("omp_max_threads") or 1)), float(wall),
+        out.append(MpiTrace(uid, int(doc["ranks"]), threads_per_rank(meta), float(wall),
                             float(doc.get("comm_share") or 0.0),
                             max(float(r["mpi_s"]) for r in per_rank) if per_rank else None,
                             None if meta.get("omp_max_threads") is None else float(omp_weight or 0.0)))

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from registry.errors import UserError
+from registry.match.comm import threads_per_rank
 from registry.match.project import Inputs, project
 from registry.models.mob import best_configuration, efficiency_index
 
@@ -67,7 +68,7 @@ def recommend(inputs: Inputs, model: str, options: dict | None = None) -> list[C
                         f"{inputs.found.trace.name!r} has no ranks: trace it through its launcher "
                         "(nodereg trace -- mpirun -np N ...)")
     cpus = inputs.profiles.n_cpus
-    hybrid = int(inputs.found.trace.meta.get("omp_max_threads") or 1) > 1
+    hybrid = threads_per_rank(inputs.found.trace.meta) > 1
     asked = inputs.comm.threads if inputs.comm.threads_asked else None
     grid = sorted({c for n in inputs.targets for c in candidates(cpus[n], asked or (cpus[n] if hybrid else 1))})
     times: dict[str, dict[tuple[int, int], tuple[float, float]]] = {n: {} for n in inputs.targets}

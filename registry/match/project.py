@@ -83,7 +83,7 @@ def traced_threads(trace, base_cpus: int) -> int:
     an MPI app's ranks x OpenMP threads per rank (registry.trace.mpi)."""
     mpi = trace.meta.get("mpi") if isinstance(trace.meta, dict) else None
     if mpi and mpi.get("ranks"):
-        return int(mpi["ranks"]) * max(1, int(trace.meta.get("omp_max_threads") or 1))
+        return int(mpi["ranks"]) * comm_mod.threads_per_rank(trace.meta)
     return int(trace.threads or base_cpus)
 
 
