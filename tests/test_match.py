@@ -195,6 +195,7 @@ def test_match_errors(cli, registry, tmp_path):
     assert_one_line_error(cli("match", "app", "--model", "nope"), "unknown model 'nope'")
     assert_one_line_error(cli("match", "app", "--model", "downey"), "no runs of 'app' on 'b'")
     assert_one_line_error(cli("match", "nothing-like-this"), "unknown trace")
+    assert_one_line_error(cli("match", "x" * 300), "unknown trace")   # longer than a file name: not an OSError
     assert_one_line_error(cli("match", "app", "--nodes", "fast,ghost"), "ghost")
     other = three_phase_trace(node="ghost")
     assert_one_line_error(cli("match", str(write_trace(other, tmp_path / "g.json"))), "--base NODE")

@@ -46,6 +46,15 @@ def looks_like_path(text: str) -> bool:
     return "/" in text or text.lower().endswith(".json")
 
 
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a file; False for a name the OS refuses to look up (longer than a file name
+    may be: Path.is_file raises then)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def locate(conn: sa.Connection, text: str) -> Located:
     """Which trace `text` names (see the module's docstring); a one-line error when none."""
     path = Path(text)
@@ -57,9 +66,9 @@ def locate(conn: sa.Connection, text: str) -> Located:
     stored = _in_registry(conn, text, prefixes=True)
     if stored:
         note = (f"{text!r} taken as the {stored[2]} in the registry; for the file of that name write ./{text}"
-                if path.is_file() else None)
+                if _is_file(path) else None)
         return Located(None, stored[0], stored[1], note)
-    if path.is_file():
+    if _is_file(path):
         return Located(path, None, None)
     raise UserError(f"unknown trace {text!r}: not a trace uid, uid prefix, app name or trace file"
                     f"{_known_apps(conn)}")
