@@ -154,13 +154,15 @@ def test_predictions_are_stored_and_file_argument_works(cli, sql_reader, registr
 
 
 @pytest.mark.parametrize("form", ["url", "path"])
-def test_match_on_duckdb_does_not_import_pandas(db_url, registry, form):
+def test_match_imports_neither_pandas_nor_sqlalchemy(db_url, registry, form):
     """Importing pandas alone is a sixth of `nodereg match` on a 10,000-node registry (docs/match.md),
-    on either backend; SQLAlchemy with its DuckDB dialect a third, where a DuckDB file is given as a
-    path (registry/db/duckread.py)."""
+    on either backend; SQLAlchemy with its dialect a third: a registry at this nodereg's schema is
+    read without it, a DuckDB file given as a path (registry/db/duckread.py) and PostgreSQL
+    (registry/db/pgread.py); a `duckdb:///` URL goes through SQLAlchemy."""
     if form == "path" and not db_url.startswith("duckdb"):
         pytest.skip("a PostgreSQL registry is named by its URL")
-    heavy = ("pandas", "pyarrow", "sklearn") + (("sqlalchemy",) if form == "path" else ())
+    quick = form == "path" or not db_url.startswith("duckdb")
+    heavy = ("pandas", "pyarrow", "sklearn") + (("sqlalchemy",) if quick else ())
     code = ("import sys\nfrom registry.cli import main\nsys.argv = ['nodereg', 'match', 'app', '--json', '--no-store']\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
@@ -175,19 +177,21 @@ def _path_of(duckdb_url: str) -> str:
     return duckdb_url.removeprefix("duckdb:///")
 
 
-def test_match_on_a_duckdb_path_says_what_it_says_through_sqlalchemy(cli, db_url, registry, monkeypatch):
-    """A DuckDB file given as a path is read without SQLAlchemy (registry/db/duckread.py), a URL
-    through it: the same predictions, the same errors, and the set is stored all the same."""
-    if not db_url.startswith("duckdb"):
-        pytest.skip("a DuckDB file's two forms")
+def test_match_read_quick_says_what_it_says_through_sqlalchemy(cli, db_url, registry, monkeypatch):
+    """Read without SQLAlchemy (a DuckDB file given as a path, a PostgreSQL URL) or through it (the
+    quick readers declined): the same predictions, the same errors, and the set is stored all the same."""
+    from registry.db import duckread, pgread
+
     asks = [("match", "app", "--json", "--no-store"), ("match", str(registry), "--json", "--no-store", "--explain"),
             ("match", "nothing-like-this"), ("match", "app", "--nodes", "fast,ghost"), ("match", "%")]
-    said = {}
-    for form in ("url", "path"):
-        monkeypatch.setenv("NODEREG_DB", db_url if form == "url" else _path_of(db_url))
-        said[form] = [cli(*ask) for ask in asks]
-    assert said["path"] == said["url"]
-    assert json.loads(said["path"][0].out)["predictions"] and said["path"][2].code == 1
+    monkeypatch.setenv("NODEREG_DB", _path_of(db_url) if db_url.startswith("duckdb") else db_url)
+    said = {"quick": [cli(*ask) for ask in asks]}
+    with monkeypatch.context() as m:
+        for module in (duckread, pgread):
+            m.setattr(module, "open_current", lambda _: None)
+        said["sqlalchemy"] = [cli(*ask) for ask in asks]
+    assert said["quick"] == said["sqlalchemy"]
+    assert json.loads(said["quick"][0].out)["predictions"] and said["quick"][2].code == 1
     assert cli("match", "app").code == 0 and len(_sets(db_url)) == 1     # read quick, stored through SQLAlchemy
 
 

@@ -157,3 +157,39 @@ def test_the_migration_packs_the_profiles_a_registry_holds(tmp_path):
         conn.execute(sa.text("DELETE FROM profile_vectors"))
     assert _profiles(reg, "b") == packed
     reg.close()
+
+
+@both_backends
+@pytest.mark.empty_registry
+def test_migration_23_stores_packed_profiles_uncompressed(db_url):
+    """Every match reads every packed row: PostgreSQL's pglz compression of them cost 0.06 s of a
+    10,000-node match (docs/match.md). After migration 23 the column is stored uncompressed and so is
+    a row written before it; DuckDB is unchanged and reads the same."""
+    from registry.db.migrate import migrate
+
+    reg = open_registry(db_url, migrate=False)
+    migrate(reg.engine, target=22)
+    with reg.begin() as conn:
+        profile_at_speeds(conn, "b", 2, base=True)
+        pid = conn.execute(sa.text("SELECT profile_id FROM profiles")).scalar_one()
+        conn.execute(sa.text("DELETE FROM profile_vectors"))
+        runs = np.zeros(600, dtype=[("c", "<i4"), ("l", "<i1"), ("t", "<f8")])   # 7.8 kB, compressible
+        conn.execute(sa.text("INSERT INTO profile_vectors VALUES (:p, 600, 0, 0, NULL, :d)"), {"p": pid, "d": runs.tobytes()})
+
+    def sizes() -> tuple[int, int]:
+        with reg.connect() as conn:
+            if reg.dialect != "postgresql":
+                n = conn.execute(sa.text("SELECT octet_length(data) FROM profile_vectors")).scalar_one()
+                return n, n
+            return tuple(conn.execute(sa.text("SELECT pg_column_size(data), octet_length(data) FROM profile_vectors")).one())
+
+    stored, length = sizes()
+    assert length == runs.nbytes and (stored < length) == (reg.dialect == "postgresql")
+    migrate(reg.engine)
+    assert sizes() == (runs.nbytes, runs.nbytes)
+    with reg.connect() as conn:
+        assert conn.execute(sa.text("SELECT data FROM profile_vectors")).scalar_one() == runs.tobytes()
+        if reg.dialect == "postgresql":
+            assert conn.execute(sa.text("SELECT attstorage FROM pg_attribute WHERE attrelid = 'profile_vectors'::regclass "
+                                        "AND attname = 'data'")).scalar_one() == "e"
+    reg.close()

@@ -53,15 +53,16 @@ class State:
 
     def reader(self, current_for: str | None = None):
         """The registry for a command that only reads (through `dicts`, or on connections whose SQL
-        goes through registry.db.statement and registry.db.read): a DuckDB file at this nodereg's
-        schema opens without SQLAlchemy (registry/db/duckread.py: start-up under 0.3 s), anything
+        goes through registry.db.statement and registry.db.read): a DuckDB file or a PostgreSQL registry
+        at this nodereg's schema opens without SQLAlchemy (registry/db/duckread.py: start-up under
+        0.3 s; registry/db/pgread.py), anything
         else as `registry(readonly=True, current_for=...)` does, with its waits, warnings and errors."""
         if self._open:
             return next(iter(self._open.values()))
         if self._quick is None:
-            from registry.db import duckread
+            from registry.db import duckread, pgread
 
-            self._quick = duckread.open_current(self.db_url)
+            self._quick = duckread.open_current(self.db_url) or pgread.open_current(self.db_url)
         return self._quick or self.registry(readonly=True, current_for=current_for)
 
     def _open_waiting(self, readonly: bool) -> "db.Registry":

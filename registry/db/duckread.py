@@ -33,18 +33,31 @@ class Rows:
     """A fetched result, read as SQLAlchemy's Result is: iterated as rows (tuples whose fields are
     also attributes by column name), or through the methods below."""
 
-    def __init__(self, names: list[str], items: list):
+    def __init__(self, names: list[str], items: list, make=None):
         self.names = names
-        self._items = items     # rows; or values (`scalars`), or {column: value} (`mappings`)
+        self._raw = items       # rows as fetched (plain tuples); or values (`scalars`), or {column: value} (`mappings`)
+        self._make = make       # a fetched tuple as a row, on first use (`plain` skips it: read_arrays' 10,000-row reads)
 
     @classmethod
     def fetched(cls, cursor) -> "Rows":
         names = [d[0] for d in cursor.description]
-        make = namedtuple("Row", names, rename=True)._make
-        return cls(names, [make(r) for r in cursor.fetchall()])
+        return cls(names, cursor.fetchall(), namedtuple("Row", names, rename=True)._make)
+
+    @property
+    def _items(self) -> list:
+        if self._make is not None:
+            self._raw, self._make = [self._make(r) for r in self._raw], None
+        return self._raw
 
     def __iter__(self):
         return iter(self._items)
+
+    def keys(self) -> list[str]:
+        return list(self.names)
+
+    def plain(self) -> list:
+        """The rows as fetched, read by position only (registry.db.read's columns)."""
+        return self._raw
 
     def all(self) -> list:
         return list(self._items)
@@ -69,10 +82,10 @@ class Rows:
         return self.one()[0] if self._items else None
 
     def scalars(self) -> "Rows":
-        return Rows(self.names[:1], [r[0] for r in self._items])
+        return Rows(self.names[:1], [r[0] for r in self._raw])
 
     def mappings(self) -> "Rows":
-        return Rows(self.names, [dict(zip(self.names, r)) for r in self._items])
+        return Rows(self.names, [dict(zip(self.names, r)) for r in self._raw])
 
 
 @dataclass

@@ -153,7 +153,7 @@ def migrate(engine: sa.Engine, *, target: int | None = None, before_destroying=N
 
 # Python steps that complete a migration in its own transaction: derived rows that SQL cannot
 # compute, for the data already there ("module:function", called with the connection)
-COMPLETIONS = {22: "registry.profile.vectors:pack_all"}
+COMPLETIONS = {22: "registry.profile.vectors:pack_all", 23: "registry.profile.vectors:store_uncompressed"}
 
 
 def _complete(conn: sa.Connection, step: str) -> None:

@@ -39,6 +39,10 @@ def read_frame(conn: sa.Connection, sql: str, params: Mapping | None = None):
 
     if conn.dialect.name == "duckdb":
         return _duckdb_result(conn, sql, params).df()
+    rows = getattr(conn, "rows", None)
+    if rows is not None:    # a QuickReader on PostgreSQL: its rows as pandas.read_sql frames them
+        result = rows(sql, params)
+        return pd.DataFrame.from_records(result.plain(), columns=result.keys(), coerce_float=True)
     import sqlalchemy as sa
 
     return pd.read_sql(sa.text(sql), conn, params=dict(params or {}))
@@ -64,7 +68,7 @@ def _fetched_columns(conn: sa.Connection, sql: str, params: Mapping | None) -> d
     from registry.db.statement import execute
 
     result = execute(conn, sql, params)
-    names, rows = list(result.keys()), result.fetchall()
+    names, rows = list(result.keys()), getattr(result, "plain", result.fetchall)()   # (a QuickReader's: no row objects)
     columns = list(zip(*rows)) if rows else [()] * len(names)
     return {name: _column(values) for name, values in zip(names, columns)}
 

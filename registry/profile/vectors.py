@@ -108,6 +108,16 @@ def pack_all(conn: sa.Connection) -> int:
     return written
 
 
+def store_uncompressed(conn: sa.Connection) -> None:
+    """Migration 23: on PostgreSQL, keep `data` uncompressed (out of line, no pglz: every match reads
+    all of it) and rewrite the rows stored before (a value is stored as the column's setting was
+    when it was written); nothing on DuckDB."""
+    if conn.dialect.name != "postgresql":
+        return
+    execute(conn, "ALTER TABLE profile_vectors ALTER COLUMN data SET STORAGE EXTERNAL")
+    execute(conn, "UPDATE profile_vectors SET data = data || ''::bytea")
+
+
 def read_packed(conn: sa.Connection, sql: str, params: dict) -> tuple[np.ndarray, np.ndarray]:
     """(node_id of each run, the runs as DTYPE records) of the packed rows `sql` selects (columns
     node_id, runs, data), in the order selected: 10,000 profiles' runs in one array."""

@@ -1,0 +1,8 @@
+-- nodereg schema, version 23: on PostgreSQL, the packed profiles (profile_vectors.data, version 22)
+-- are stored uncompressed. `nodereg match` reads every node's packed row (39 MB at 10,000 nodes x 300
+-- configs); PostgreSQL compressed each row with pglz to about 57% and decompressed all of them on
+-- every match: the read took 0.15 s uncompressed against 0.09 s (scripts/bench_scale.py, docs/match.md).
+-- Doubles do not compress much, and the table is derived data. The step is PostgreSQL's storage
+-- setting (ALTER TABLE ... SET STORAGE EXTERNAL), which DuckDB does not have, so this migration runs
+-- no portable statement: its Python step (registry/db/migrate.py COMPLETIONS) sets it there and
+-- rewrites the rows already stored, and does nothing on DuckDB.
