@@ -55,6 +55,7 @@ struct ub_config {
     int reps;
     double target_s;        /* calibration: smallest time of one repetition */
     long passes;            /* > 0: fixed passes per repetition (no calibration) */
+    long warmup;            /* > 0: passes of the warm-up repetition that fixed passes run first */
     int ns;                 /* streams (thesis kernels) */
     struct ub_stream s[UB_MAX_STREAMS];
     long n;                 /* bandwidth kernels: elements per array; chase: lines per thread */

@@ -9,7 +9,9 @@
  * Keys: passes=N fixes the passes per repetition (else calibrated so one repetition takes at
  * least `target` seconds); line=BYTES is the pointer-chase element size; verify=0 skips the
  * kernel's verification walk (the chase's walk of its whole cycle: 1.4 s at 512 MiB), for runs
- * that only prepare a configuration already verified (the signature windows). reps=0 prepares and
+ * that only prepare a configuration already verified (the signature windows). warmup=N: the passes
+ * of the untimed repetition that fixed passes run first (default: passes; a signature window, which
+ * times nothing, needs only the threads started and the data in place). reps=0 prepares and
  * calibrates only (times []), for `more` to repeat.
  *
  * Per configuration: every thread pins itself to its CPU, the kernel prepares its data (first
@@ -174,6 +176,8 @@ static const char *parse_config(char *args, struct ub_config *c)
             c->target_s = atof(v);
         else if (strcmp(key, "passes") == 0)
             c->passes = atol(v);
+        else if (strcmp(key, "warmup") == 0)
+            c->warmup = atol(v);
         else if (strcmp(key, "n") == 0)
             c->n = atol(v);
         else if (strcmp(key, "nt") == 0)
@@ -324,7 +328,7 @@ static void cmd_run(char *args)
     long passes = c.passes > 0 ? c.passes : calibrate(k, &c);
     int slowest;
     if (c.passes > 0 && !ub_error())
-        repetition(k, &c, passes, &slowest); /* warm-up */
+        repetition(k, &c, c.warmup > 0 ? c.warmup : passes, &slowest); /* warm-up */
     current_passes = passes;
     double *times = calloc((size_t)c.reps + 1, sizeof(double)); /* reps=0: prepare and calibrate only */
     long iters = 0;

@@ -177,6 +177,23 @@ def test_an_idle_host_is_recorded_as_idle(cli, db_url, binary, monkeypatch):
     assert json.loads(_count(db_url, "SELECT host_load_json FROM profiles"))["busy"] is None
 
 
+def test_the_host_is_looked_at_since_the_command_began():
+    """`profile` starts its load meter when it begins: the window (0.5 s) is filled by its own start-up
+    (imports, the registry, the build; its own CPU time is not counted as load) instead of a sleep
+    before measuring (issue 30: `profile --quick` < 45 s)."""
+    import time
+
+    def took(since=None) -> float:
+        t0 = time.monotonic()
+        load.sample(since=since)
+        return time.monotonic() - t0
+
+    assert took() >= 0.5
+    started = load.CpuMeter()
+    time.sleep(0.5)
+    assert took(started) < 0.2
+
+
 def test_match_names_and_widens_caveated_profiles(cli, db_url, traced):
     calm = json.loads(cli("match", traced, "--json", "--no-store").out)
     reg = open_registry(db_url)

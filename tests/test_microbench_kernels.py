@@ -169,6 +169,26 @@ def test_reps_0_prepares_for_more(driver):
     assert len(driver.more(2)) == 2
 
 
+def test_warmup_sets_the_passes_of_the_untimed_repetition(driver):
+    """A signature window warms up at a tenth of its passes (registry/profile/signatures.py): with
+    fixed passes, the preparing run's untimed repetition is `warmup` passes, not a whole repetition."""
+    import time
+
+    config = {"kernel": "triad", "threads": 1, "cpus": CPUS[:1], "n": 4096, "reps": 1, "target": 0.05}
+    calibrated = driver.run(config)
+    per_pass = calibrated["times"][0] / calibrated["passes"]
+    passes = int(0.3 / per_pass)    # a repetition of about 0.3 s
+
+    def preparing(**extra) -> float:
+        t0 = time.perf_counter()
+        assert driver.run({**config, "reps": 0, "passes": passes, **extra})["times"] == []
+        return time.perf_counter() - t0
+
+    whole = preparing()
+    assert whole >= 0.15 and preparing(warmup=1) < whole / 3
+    assert len(driver.more(1)) == 1     # the window's repetitions still run at `passes`
+
+
 def test_verify_0_skips_the_chase_walk(driver):
     """A signature window's preparing run skips the walk of the whole cycle (1.4 s at 512 MiB): the
     checksum is then where the chase stopped, not the sum of every line index."""

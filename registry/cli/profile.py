@@ -54,9 +54,10 @@ def _literal(name: str) -> str:
     return name.replace("{", "{{").replace("}", "}}")
 
 
-def _check_host(wait_idle: float | None, strict: bool) -> load.HostLoad:
-    """Look at the host before measuring: wait for it (--wait-idle), refuse (--strict) or warn."""
-    seen = _wait_idle(wait_idle) if wait_idle else load.sample()
+def _check_host(wait_idle: float | None, strict: bool, since: load.CpuMeter) -> load.HostLoad:
+    """Look at the host before measuring (since the command began, `since`): wait for it
+    (--wait-idle), refuse (--strict) or warn."""
+    seen = _wait_idle(wait_idle) if wait_idle else load.sample(since=since)
     why = seen.busy()
     if why and strict:
         raise UserError(f"the host is busy: {why}; refusing to profile (--strict)"
@@ -75,7 +76,7 @@ def _node_figures(st, node: str):
     from registry.report.curves import memory_bandwidth, node_fp64
     from registry.report.load import node_profile
 
-    with st.registry(readonly=True).connect() as conn:
+    with st.registry().connect() as conn:     # (the registry the profile was stored in: no second open)
         try:
             prof = node_profile(conn, node)
         except UserError:      # nothing a figure is read from was measured
@@ -159,12 +160,13 @@ def profile(
     """Measure this node's microbenchmark profile and store it with the node's inventory.
 
     Ctrl-C or SIGTERM stop it with nothing stored (exit 130 or 143)."""
+    started = load.CpuMeter()   # the host's load is looked at from now (_check_host)
     from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
 
     if suite not in (None, "nodereg"):
         if full or cpus or threads or reps or cachegrind or host:
             raise UserError("--suite takes only --quick, --kernels (tasks), --wait-idle, --strict and --json")
-        _profile_suite(ctx, node, suite, quick, kernels, wait_idle, strict, as_json)
+        _profile_suite(ctx, node, suite, quick, kernels, wait_idle, strict, as_json, started)
         return
     # imported here, as the other commands' start-up does not need the profiler
     from registry.profile import cachegrind_pass, catalog, profiler, signatures
@@ -196,7 +198,7 @@ def profile(
                TimeRemainingColumn())
     with interrupts_reported(f"the profile of {node} was not finished: nothing was stored"):
         profiler.build(prep)   # built (or found in the cache) first: a build error comes before any load warning
-        seen = _check_host(wait_idle, strict)
+        seen = _check_host(wait_idle, strict, started)
         watch = load.Watch()
         plain = f"profiling {_literal(node)}: " + "{task.fields[done]}/{task.fields[count]} configurations{task.fields[then]}"
         with Progress(*columns, console=err_console, plain=plain) as progress:
@@ -242,7 +244,7 @@ def profile(
 
 
 def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks: str | None,
-                   wait_idle: float | None, strict: bool, as_json: bool) -> None:
+                   wait_idle: float | None, strict: bool, as_json: bool, started: load.CpuMeter) -> None:
     """`profile NODE --suite sparecores`: the imported suite's configs that run here (docs/sparecores-trace.md)."""
     from registry.db.names import check_name
     from registry.inventory import collect
@@ -270,7 +272,7 @@ def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
                TimeElapsedColumn(), text_column("ETA"), TimeRemainingColumn())
     with interrupts_reported(f"the suite profile of {node} was not finished: nothing was stored"):
-        seen = _check_host(wait_idle, strict)
+        seen = _check_host(wait_idle, strict, started)
         watch = load.Watch()
         plain = f"profiling {_literal(node)} ({suite}): {{task.description}}"
         with Progress(*columns, console=err_console, plain=plain) as progress:

@@ -66,6 +66,10 @@ class CpuMeter:
     def __init__(self):
         self._last = (time.monotonic(), host_cpu_seconds(), own_cpu_seconds())
 
+    def age(self) -> float:
+        """Seconds since the last reading (or the start)."""
+        return time.monotonic() - self._last[0]
+
     def read(self) -> float:
         now = (time.monotonic(), host_cpu_seconds(), own_cpu_seconds())
         (t0, host0, own0), self._last = self._last, now
@@ -98,10 +102,13 @@ class HostLoad:
         return {**asdict(self), "other_cpus": round(self.other_cpus, 2), "busy": self.busy()}
 
 
-def sample(window_s: float = 0.5) -> HostLoad:
-    """The host's load now, over `window_s` seconds."""
-    meter = CpuMeter()
-    time.sleep(window_s)
+def sample(window_s: float = 0.5, since: CpuMeter | None = None) -> HostLoad:
+    """The host's load now, over `window_s` seconds; or since `since` was started, waiting only for
+    what is left of the window: a command that started a meter when it began counts its own start-up
+    (imports, opening the registry, building the kernels) towards the window, since this process
+    tree's own CPU time is not counted (`profile --quick` saves 0.4 of its 0.5 s, issue 30)."""
+    meter = since or CpuMeter()
+    time.sleep(max(0.0, window_s - meter.age()))
     return HostLoad(meter.read(), os.getloadavg()[0], other_measurers())
 
 

@@ -53,6 +53,8 @@ REP_S = 0.1             # one repetition (the driver calibrates its passes to it
 WINDOW_REPS = 3
 WINDOW_S = REP_S * WINDOW_REPS
 COST_S = WINDOW_S + REP_S   # with the preparation: calibration
+WARMUP_SHARE = 10   # the warm-up before a window at the sweep's passes: a tenth of a repetition (46 windows
+                    # of `profile --quick`: 4 s less than a whole one each)
 
 
 SIGNED_KERNELS = frozenset({"triad", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops", "int_branch",
@@ -83,9 +85,10 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
     of a REP_S repetition, from the sweep's measurement of the config (`passes_for`); without
     them the driver calibrates, which costs a few short repetitions and overshoots REP_S by up to
     a fifth (its passes grow by 1.2 x the ratio still missing)."""
-    # reps=0: prepare (and calibrate, or warm up at the given passes) only; verify=0: the sweep
-    # verified this config (the chase's walk of its cycle: 1.4 s at 512 MiB)
-    fixed = {"passes": passes} if passes else {"target": REP_S}
+    # reps=0: prepare (and calibrate, or warm up at a tenth of the given passes: the window times
+    # nothing, its repetitions need only the threads started and the data in place) only;
+    # verify=0: the sweep verified this config (the chase's walk of its cycle: 1.4 s at 512 MiB)
+    fixed = {"passes": passes, "warmup": max(1, passes // WARMUP_SHARE)} if passes else {"target": REP_S}
     driver.run({**config.driver_args(), "reps": 0, "verify": 0, **fixed})
     sampler = TreeSampler(driver.proc.pid, wss_budget=None if beyond_caches(config) else WSS_BUDGET)
     t0 = time.monotonic()
