@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 from registry.db.statement import execute
 from registry.errors import UserError
 from registry.models.base import NodePrediction
-from registry.models.comm import CommModel, CommProfile, create
-from registry.trace.mpi import SOURCE
+from registry.models.comm import SOURCE, CommModel, CommProfile, create
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

@@ -357,7 +357,9 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
             a[kept] for a in (node, throughput, threads, key, placement, combo_code))
     cpus_of = np.array([int(c) if c == c else 1 for c in node_table["n_cpus"].astype(float)], dtype=np.int64)
     threads = np.where(threads == 0, cpus_of[node], threads)   # an imported 'all' config: the node's CPUs
-    throughput = _pool_one_thread(_hardware(node_table)[node], key, placement, threads, throughput)
+    hardware = _hardware(node_table)
+    if (hardware >= 0).any():   # (most registries: no two nodes on one machine, nothing to pool, no pass over the runs)
+        throughput = _pool_one_thread(hardware[node], key, placement, threads, throughput)
     base_id = int(node_table["node_id"][base_code])
     features = _base_features(read_arrays(conn, _FEATURES, {"node": base_id, **by_suite}))
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
