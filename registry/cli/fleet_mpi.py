@@ -64,7 +64,7 @@ def fabric(
     job_id = fabric_mod.submit(job)
     t0 = time.monotonic()
     columns = (SpinnerColumn(), text_column("{task.description}"), text_column("{task.fields[elapsed]}"))
-    with Progress(*columns, console=err_console, plain=f"fabric job {job_id}: {{task.description}}") as progress:
+    with Progress(*columns, console=err_console, plain="{task.description}") as progress:
         task = progress.add_task(f"fabric job {job_id}: pending", total=None, elapsed="")
         fabric_mod.wait(job, timeout, lambda st: progress.update(
             task, description=f"fabric job {job_id}: {st}", elapsed=f"{time.monotonic() - t0:.0f} s"))
