@@ -20,6 +20,7 @@ into one line.
 import json
 import shlex
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -58,9 +59,12 @@ class FabricJob:
     exclusive: bool = False
     sbatch_args: list[str] = field(default_factory=list)
     job_id: str | None = None
+    # names the job's files: Slurm's job ids start again after a controller's state is reset (and wrap
+    # round), and a finished job's exit status must not be taken for a new one's
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def file(self, suffix: str) -> Path:
-        return self.log_dir / f"fabric_{self.job_id}.{suffix}"
+        return self.log_dir / f"fabric_{self.token}.{suffix}"
 
     def task_args(self) -> list[str]:
         """The arguments of `nodereg fleet mpi-task` that the job runs."""
@@ -72,7 +76,7 @@ class FabricJob:
         q = shlex.quote
         directives = ["--job-name=nodereg-fabric", f"--nodes={len(self.hosts)}",
                       f"--ntasks-per-node={self.per_node}", f"--nodelist={','.join(self.hosts)}",
-                      f"--output={self.log_dir}/fabric_%j.log"]
+                      f"--output={self.file('log')}"]
         directives += [f"--partition={self.partition}"] if self.partition else []
         directives += ["--exclusive"] if self.exclusive else []
         return "\n".join([
@@ -85,7 +89,7 @@ class FabricJob:
             f"nodereg=({' '.join(map(q, self.nodereg))})",
             f'"${{nodereg[@]}}" --db {q(self.db_url)} {" ".join(map(q, self.task_args()))}',
             "rc=$?",
-            f'echo "$rc" > {q(str(self.log_dir))}/"fabric_${{SLURM_JOB_ID}}.rc"',
+            f"echo \"$rc\" > {q(str(self.file('rc')))}",
             'exit "$rc"',
             ""])
 
@@ -112,7 +116,7 @@ def check_hosts(hosts: list[str], partition: str | None) -> None:
 
 
 def submit(job: FabricJob) -> str:
-    """Submit the job; its id (the script is kept as LOG_DIR/fabric_JOB.sh)."""
+    """Submit the job; its id (the script is kept as LOG_DIR/fabric_TOKEN.sh, beside its log and exit status)."""
     job.log_dir.mkdir(parents=True, exist_ok=True)
     script = job.script()
     out = slurm.run("sbatch", "--parsable", stdin=script).stdout.strip()
