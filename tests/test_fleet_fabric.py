@@ -11,11 +11,8 @@ import json
 import subprocess
 
 import pytest
-import sqlalchemy as sa
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, fetch_rows
 from slurm_fabric import PARTITION, fabric_cluster  # noqa: F401 - the fixture
-
-from registry.db import open_registry
 
 TYPE = "cnx"
 QUICK_SIZES = [8, 1024, 65536, 4 * 1024 * 1024]
@@ -33,15 +30,6 @@ def fabric(cli, tmp_path, *args: str):
     return cli("fleet", "mpi", TYPE, "-p", PARTITION, "--log-dir", str(tmp_path / "logs"), *args)
 
 
-def stored(db_url: str, sql: str) -> list:
-    reg = open_registry(db_url, readonly=True)
-    try:
-        with reg.connect() as conn:
-            return conn.execute(sa.text(sql)).all()
-    finally:
-        reg.close()
-
-
 def test_fabric_profile_across_two_nodes(cli, db_url, tmp_path, fabric_cluster):  # noqa: F811
     res = fabric(cli, tmp_path, "-w", "cn[01-02]", "--mode", "quick", "--reps", "3", "--timeout", "600", "--json")
     assert res.code == 0, f"{res.err}\n{fabric_cluster.log_tail()}"
@@ -56,14 +44,13 @@ def test_fabric_profile_across_two_nodes(cli, db_url, tmp_path, fabric_cluster):
     assert ping[4 * 1024 * 1024]["us"] > ping[8]["us"]
     assert ping[4 * 1024 * 1024]["bandwidth_gbs"] > ping[8]["bandwidth_gbs"] > 0
     # what the registry holds: one profile of the fabric node, its hosts, the configs across nodes in us
-    (host, cflags, mode), = stored(db_url, "SELECT p.host, p.cflags, p.mode FROM profiles p "
-                                           "JOIN nodes n ON n.node_id = p.node_id WHERE n.name = 'fabric:cnx'")
-    assert host == "cn01,cn02" and "across cn01,cn02" in cflags and mode == "quick"
-    configs = stored(db_url, "SELECT DISTINCT c.placement, c.unit, c.threads FROM ub_configs c "
-                             "JOIN profile_runs r ON r.config_id = c.config_id")
-    assert configs == [("across_nodes", "us", 2)]
-    (reps,), = stored(db_url, "SELECT COUNT(*) FROM profile_reps")
-    assert reps == 12 * 3
+    profile, = fetch_rows(db_url, "SELECT p.host, p.cflags, p.mode FROM profiles p "
+                                  "JOIN nodes n ON n.node_id = p.node_id WHERE n.name = 'fabric:cnx'")
+    assert profile["host"] == "cn01,cn02" and "across cn01,cn02" in profile["cflags"] and profile["mode"] == "quick"
+    configs = fetch_rows(db_url, "SELECT DISTINCT c.placement, c.unit, c.threads FROM ub_configs c "
+                                 "JOIN profile_runs r ON r.config_id = c.config_id")
+    assert configs == [{"placement": "across_nodes", "unit": "us", "threads": 2}]
+    assert fetch_rows(db_url, "SELECT COUNT(*) AS n FROM profile_reps") == [{"n": 12 * 3}]
 
 
 def test_bad_hosts_and_a_down_node_submit_nothing(cli, db_url, tmp_path, fabric_cluster):  # noqa: F811
@@ -82,4 +69,4 @@ def test_failed_and_overdue_jobs_are_one_line_and_store_nothing(cli, db_url, tmp
     assert_one_line_error(res, "failed (exit status 1)")
     res = fabric(cli, tmp_path, "-w", "cn[01-02]", "--nodereg", "sh -c 'sleep 600'", "--timeout", "3")
     assert_one_line_error(res, "did not finish within 3 s")
-    assert stored(db_url, "SELECT COUNT(*) FROM profiles") == [(0,)]
+    assert fetch_rows(db_url, "SELECT COUNT(*) AS n FROM profiles") == [{"n": 0}]
