@@ -26,6 +26,7 @@ import numpy as np
 from registry.db.read import read_arrays
 from registry.db.statement import execute
 from registry.errors import UserError
+from registry.fleet.fabric import PREFIX as FABRIC_PREFIX
 from registry.models.base import Matrix, ReferenceSet
 from registry.profile import vectors
 from registry.values import command_line
@@ -315,8 +316,11 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     if base not in set(names.tolist()):
         raise UserError(f"the base node {base!r} is not registered: profile it first "
                         f"({command_line('nodereg', 'profile', base)})")
+    # a fabric's profile (`nodereg fleet mpi`) is no node to run on: the communication models read it
+    kept = np.array([not str(n).startswith(FABRIC_PREFIX) for n in names], dtype=bool)
     if nodes:
-        kept = np.isin(names, list(set(nodes) | {base}))
+        kept &= np.isin(names, list(set(nodes) | {base}))
+    if not kept.all():
         node_table = {c: a[kept] for c, a in node_table.items()}
         names = node_table["node"]
     held = suites(conn)

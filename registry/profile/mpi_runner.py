@@ -54,17 +54,25 @@ def measure(configs: Sequence[Config], policy: RepPolicy,
         group = list(group)
         kernels = list(dict.fromkeys(c.ub.kernel for c in group))
         sizes = sorted({c.msg_bytes for c in group})
-        ran_on, records = mpi.launch(node_mpi, program, cpus, kernels, sizes, reps, policy.target_s,
-                                     timeout_s(group, policy))
-        if tuple(ran_on) != cpus:
-            raise UserError(f"MPI ranks pinned to CPUs {list(cpus)} ran on {ran_on}: CPU pinning does not work here")
-        found = {(r["kernel"], r["bytes"]): r for r in records}
-        for config in group:
-            rec = found.get((config.ub.kernel, config.msg_bytes))
-            if rec is None:
-                raise UserError(f"the MPI launch reported no {config.ub.name} of {config.msg_bytes} bytes")
-            times, iters = [float(t) for t in rec["times"]], int(rec["iters"])
-            out.append(Measurement(config, times, iters, 1, None, MESSAGES[config.ub.kernel] * config.msg_bytes * iters,
-                                   0.0, tuple(ran_on), policy.is_unstable(times)))
-            advance(config, estimate_s(config, policy))
+        ran, records = mpi.launch(node_mpi, program, cpus, kernels, sizes, reps, policy.target_s,
+                                  timeout_s(group, policy))
+        if tuple(ran["cpus"]) != cpus:
+            raise UserError(f"MPI ranks pinned to CPUs {list(cpus)} ran on {ran['cpus']}: CPU pinning does not work here")
+        out += measurements(group, records, ran["cpus"], policy, advance)
+    return out
+
+
+def measurements(group: Sequence[Config], records: Sequence[dict], ran_on: Sequence[int], policy: RepPolicy,
+                 advance: Callable[[Config, float], None]) -> list[Measurement]:
+    """The measurements of the configs of one launch, from its records (one per kernel and size)."""
+    found = {(r["kernel"], r["bytes"]): r for r in records}
+    out = []
+    for config in group:
+        rec = found.get((config.ub.kernel, config.msg_bytes))
+        if rec is None:
+            raise UserError(f"the MPI launch reported no {config.ub.name} of {config.msg_bytes} bytes")
+        times, iters = [float(t) for t in rec["times"]], int(rec["iters"])
+        out.append(Measurement(config, times, iters, 1, None, MESSAGES[config.ub.kernel] * config.msg_bytes * iters,
+                               0.0, tuple(ran_on), policy.is_unstable(times)))
+        advance(config, estimate_s(config, policy))
     return out

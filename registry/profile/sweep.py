@@ -66,6 +66,7 @@ class Config:
     level: str | None = field(default=None, compare=False)
     ws_level: str | None = field(default=None, compare=False)
     msg_bytes: int | None = None  # mpi: message size (threads: ranks, one per CPU of cpus)
+    nodes: int | None = None      # mpi across nodes (`nodereg fleet mpi`): the job's nodes (threads: all its ranks)
 
     def params(self) -> dict:
         """The parameters that, with name, threads and placement, identify the configuration."""
@@ -77,7 +78,7 @@ class Config:
         if family == "latency":
             return {"n": self.n, "line": self.line}
         if family == "mpi":
-            return {"bytes": self.msg_bytes, "ranks": self.threads}
+            return {"bytes": self.msg_bytes, "ranks": self.threads, **({"nodes": self.nodes} if self.nodes else {})}
         return {}
 
     @property
