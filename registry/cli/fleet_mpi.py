@@ -50,7 +50,7 @@ def fabric(
     """The MPI kernels (ping-pong, Exchange, Allreduce) between hosts of type NODE: one Slurm job of
     all of them, started by the job's MPI over the fabric; stored as a profile of node fabric:NODE."""
     from registry.fleet import fabric as fabric_mod
-    from registry.fleet import slurm
+    from registry.fleet import fabric_node, slurm
 
     db_url = _shared_registry(ctx, dry_run, one_writer=True)
     hosts = slurm.expand_hosts(nodelist)
@@ -69,9 +69,9 @@ def fabric(
         fabric_mod.wait(job, timeout, lambda st: progress.update(
             task, description=f"fabric job {job_id}: {st}", elapsed=f"{time.monotonic() - t0:.0f} s"))
     with state(ctx).registry(readonly=True).connect() as conn:
-        profile = fabric_mod.latest(conn, fabric_mod.fabric_node(node))
+        profile = fabric_mod.latest(conn, fabric_node(node))
     if profile is None:
-        raise UserError(f"fabric job {job_id} ended well but stored no profile of {fabric_mod.fabric_node(node)}")
+        raise UserError(f"fabric job {job_id} ended well but stored no profile of {fabric_node(node)}")
     if as_json:
         print_json({"job": job_id, **profile})
         return

@@ -27,9 +27,8 @@ from pathlib import Path
 
 from registry.db.statement import execute
 from registry.errors import UserError
-from registry.fleet import slurm
+from registry.fleet import fabric_node, slurm
 
-PREFIX = "fabric:"
 PLACEMENT = "across_nodes"
 KERNELS = ("pingpong", "exchange", "allreduce")
 POLL_S = 1.0
@@ -38,11 +37,6 @@ _UNUSABLE = ("down", "drain", "fail", "future", "inval", "unk", "power", "maint"
 # squeue's pending reasons that no wait will end
 _HOPELESS = ("ReqNodeNotAvail", "NodeDown", "PartitionDown", "PartitionInactive", "BadConstraints",
              "PartitionNodeLimit", "InvalidAccount", "InvalidQOS")
-
-
-def fabric_node(node_type: str) -> str:
-    """The node a type's fabric profile is stored under."""
-    return f"{PREFIX}{node_type}"
 
 
 @dataclass

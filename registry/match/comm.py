@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from registry.db.statement import execute
 from registry.errors import UserError
-from registry.fleet.fabric import fabric_node
+from registry.fleet import fabric_node
 from registry.models.base import NodePrediction
 from registry.models.comm import SOURCE, CommModel, CommProfile, create
 from registry.values import command_line

@@ -26,7 +26,7 @@ import numpy as np
 from registry.db.read import read_arrays
 from registry.db.statement import execute
 from registry.errors import UserError
-from registry.fleet.fabric import PREFIX as FABRIC_PREFIX
+from registry.fleet import FABRIC_PREFIX
 from registry.models.base import Matrix, ReferenceSet
 from registry.profile import vectors
 from registry.values import command_line
