@@ -9,6 +9,48 @@ from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 
 
+def _facts_meanwhile(st, conn, read):
+    """`read(conn)`, the registry closed after it (no file lock on DuckDB, no transaction on PostgreSQL
+    while `match` projects: other processes may write meanwhile); returns its result's getter. On a
+    quick reader (registry/db/duckread.py, pgread.py) it reads in a thread while the projection,
+    which needs no registry, runs (0.1 s of a 10,000-node match on PostgreSQL, issue 30); on a
+    SQLAlchemy connection, whose pool keeps a connection per thread, at once."""
+    if getattr(conn, "rows", None) is None:
+        value = read(conn)
+        conn.close()    # (then the caller's `with` finds it closed)
+        st.close()
+        return lambda: value
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read_then_close():
+        try:
+            return read(conn)
+        finally:
+            st.close()
+
+    pool = ThreadPoolExecutor(1)
+    reading = pool.submit(read_then_close)
+    pool.shutdown(wait=False)       # (the thread ends when its reading does)
+    return reading.result
+
+
+def _node_facts(conn, inputs, identity: tuple[str, str], options: dict, no_store: bool, portable: bool) -> tuple:
+    """What ranking the projected nodes reads besides the projection's inputs: (caveats, the digest
+    of a prediction set to store or None, prices, memory, what each node can run or None)."""
+    from registry.match import caveats as caveats_mod
+    from registry.match.capacity import node_memory
+    from registry.match.portability import node_offers
+    from registry.match.stored import inputs_digest, latest_digest
+    from registry.prices import current_prices
+
+    caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
+        caveats_mod.working_set_caveats(conn, inputs.phases, inputs.base, inputs.targets, inputs.suite)
+    digest = None if no_store else inputs_digest(conn, inputs, identity, options)
+    if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
+        digest = None  # this set is stored already
+    return caveats, digest, current_prices(conn), node_memory(conn), None if portable else node_offers(conn)
+
+
 @app.command()
 def match(
     ctx: typer.Context,
@@ -68,14 +110,13 @@ def match(
                         suite=suite or "sparecores", runs_on=runs_on, objective=objective, top=top, as_json=as_json)
         return
     from registry.match import caveats as caveats_mod
-    from registry.match.capacity import apply_capacity, node_memory
-    from registry.match.portability import apply_portability, node_offers
+    from registry.match.capacity import apply_capacity
+    from registry.match.portability import apply_portability
     from registry.match.cost import apply_objective, check_objective
     from registry.match.project import load_inputs, model_identity, project
     from registry.match.references import config_in_words
     from registry.match.scaled import project_scaled
-    from registry.match.stored import inputs_digest, latest_digest, store_predictions
-    from registry.prices import current_prices
+    from registry.match.stored import store_predictions
     from registry.trace.capacity import capacity
     from registry.trace.lookup import find_trace
 
@@ -98,21 +139,19 @@ def match(
         comm = {"model": comm_model, "ranks": ranks, "threads": threads, "fabric": fabric}
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
                              exclude=tuple(exclude or ()), comm=comm)
-        caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
-            caveats_mod.working_set_caveats(conn, inputs.phases, inputs.base, inputs.targets, inputs.suite)
-        digest = None if no_store else inputs_digest(conn, inputs, identity, options)
-        if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
-            digest = None  # this set is stored already
-        prices, memory = current_prices(conn), node_memory(conn)
-        offers = None if portable else node_offers(conn)
-    st.close()  # DuckDB: no file lock while projecting (other processes may write meanwhile)
-    scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
+        facts = None if configs else \
+            _facts_meanwhile(st, conn, lambda c: _node_facts(c, inputs, identity, options, no_store, portable))
     if configs:
+        st.close()
         from registry.cli.match_configs import print_configs
         return print_configs(inputs, model, options, as_json)
+    scaling = identity[0] != model  # a scaling model is combined with the projection, named after both
     fixed = inputs.comm.cpus if inputs.comm is not None else None    # an MPI app keeps its ranks x threads
-    result = project_scaled(inputs, model, options) if scaling else \
-        project(inputs, model=model, options=options, fixed_threads=fixed)
+    try:
+        result = project_scaled(inputs, model, options) if scaling else \
+            project(inputs, model=model, options=options, fixed_threads=fixed)
+    finally:
+        caveats, digest, prices, memory, offers = facts()
     caveats_mod.apply(result, caveats, inputs.base)
     trace = inputs.found.trace
     apply_capacity(result, capacity(trace.samples, trace.interval_s)["peak_rss_bytes"], memory)
