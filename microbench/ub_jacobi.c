@@ -19,7 +19,7 @@
  *     REPS      timed repetitions per configuration
  *     TARGET_S  seconds one repetition should take (its steps, at least 4, are calibrated to it)
  *   nodereg-ub-jacobi CPUS check N:DEPTH:MSGS:OPS STEPS
- *     STEPS steps from the initial grid; rank 0 prints {"grid":[[row], ...]}, the global grid
+ *     STEPS steps from the initial grid; rank 0 prints {"kernel":"jacobi","grid":[[row], ...]}, the global grid
  * The initial grid: u(i, j) = ((7 i + 13 j) mod 17) / 16 at global row i, column j.
  *
  * Per configuration: calibration (steps doubled from 4 until the fastest of three repetitions
@@ -187,7 +187,7 @@ static void check(Config c, long steps) {
         fail("out of memory for the gathered grid");
     MPI_Gather(g.u + c.depth * n, (int)(n * n), MPI_DOUBLE, all, (int)(n * n), MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("{\"grid\":[");
+        printf("{\"kernel\":\"jacobi\",\"grid\":[");
         for (long i = 0; i < nranks * n; i++) {
             printf("%s[", i ? "," : "");
             for (long j = 0; j < n; j++)

@@ -119,7 +119,12 @@ def launch(mpi: Mpi, program: Path, cpus: Sequence[int], kernels: Sequence[str],
            target_s: float, timeout_s: float) -> tuple[list[int], list[dict]]:
     """Run the kernels on one rank per CPU; (the CPU each rank ran on, one record per kernel and
     size: {kernel, bytes, iters, times})."""
-    cmd = command(mpi, program, cpus, kernels, sizes, reps, target_s)
+    return run(mpi, command(mpi, program, cpus, kernels, sizes, reps, target_s), cpus, timeout_s)
+
+
+def run(mpi: Mpi, cmd: list[str], cpus: Sequence[int], timeout_s: float) -> tuple[list[int], list[dict]]:
+    """Run a kernel program's launch `cmd` (one rank per CPU of `cpus`): the CPU each rank ran on,
+    and the program's records (JSON lines between its {"cpus"} and {"done"} lines) of a kernel."""
     env = environment(mpi)
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env,

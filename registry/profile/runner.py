@@ -23,6 +23,10 @@ class Measurement:
     flops_per_rep: float
     cpus_used: tuple[int, ...]  # where each thread ran (sched_getcpu), thread order
     unstable: bool
+    # jacobi: each repetition's seconds in the halo exchange and in the sweep (mean rank); its
+    # times are the whole steps' (slowest rank)
+    comm_times: list[float] | None = None
+    comp_times: list[float] | None = None
 
     @property
     def stats(self) -> Summary:
@@ -37,7 +41,7 @@ class Measurement:
     def bandwidth_gbs(self) -> float | None:
         if self.config.ub.family not in ("thesis", "bandwidth", "mpi") or not self.bytes_per_rep:
             return None
-        return self.bytes_per_rep / self.stats.median / 1e9
+        return self.bytes_per_rep / summarize(self.comm_times or self.times).median / 1e9
 
     @property
     def gflops(self) -> float | None:
@@ -53,7 +57,13 @@ class Measurement:
         kernels' microseconds per operation (one-way for the ping-pong: half its round trip)."""
         if self.config.ub.unit != "us":
             return None
+        if self.comm_times:
+            return self.per_step_us(self.comm_times)
         return self.tpi_us / (2 if self.config.ub.name == "pingpong" else 1)
+
+    def per_step_us(self, times: list[float]) -> float:
+        """Median microseconds per iteration (jacobi: per time step) of `times`."""
+        return summarize(times).median / self.iterations * 1e6
 
 
 def estimate_s(config: Config, policy: RepPolicy) -> float:
