@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from registry.db.statement import execute
 from registry.errors import UserError
 from registry.models.base import NodePrediction
-from registry.models.comm import CommModel, CommProfile, create
+from registry.models.comm import CommModel, CommProfile, JacobiFigure, create
 from registry.trace.mpi import SOURCE
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ DEFAULT_MODEL = "hockney"
 MIN_REL_ERROR = 0.1    # the communication part's interval: at least +-10%
 
 _MPI_ROWS = """
-SELECT n.name AS node, u.name AS kernel, c.threads AS ranks, c.placement, c.config_key, r.value, r.profile_id
+SELECT n.name AS node, u.name AS kernel, c.threads AS ranks, c.placement, c.config_key, r.value, r.tpi_us, r.profile_id
 FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id
 JOIN microbenchmarks u ON u.ub_id = c.ub_id JOIN profiles p ON p.profile_id = r.profile_id
 JOIN nodes n ON n.node_id = p.node_id
@@ -50,11 +50,17 @@ def load_profiles(conn: sa.Connection) -> dict[str, CommProfile]:
     for r in rows:
         if r["profile_id"] != latest[r["node"]]:
             continue
-        size = json.loads(r["config_key"]).get("bytes")
-        if size is None:
+        key = json.loads(r["config_key"])
+        if key.get("bytes") is None:
             continue
-        out.setdefault(r["node"], CommProfile(r["node"])).points.setdefault(r["kernel"], []).append(
-            (int(r["ranks"]), r["placement"], int(size), float(r["value"])))
+        profile = out.setdefault(r["node"], CommProfile(r["node"]))
+        if r["kernel"] == "jacobi":
+            profile.jacobi.append(JacobiFigure(int(r["ranks"]), r["placement"], int(key["bytes"]), int(key["msgs"]),
+                                               16 * int(key["n"]) ** 2, int(key["ops"]), float(r["value"]),
+                                               float(r["tpi_us"] or 0.0)))
+            continue
+        profile.points.setdefault(r["kernel"], []).append((int(r["ranks"]), r["placement"], int(key["bytes"]),
+                                                          float(r["value"])))
     return out
 
 
