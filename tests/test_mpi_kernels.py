@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_one_line_error, both_backends, fetch_rows
-from mpi_node import node_mpi  # noqa: F401 (a fixture)
+from mpi_node import node_mpi, path_without_mpi  # noqa: F401 (fixtures)
 
 from registry.errors import UserError
 from registry.inventory import Inventory
@@ -79,20 +79,6 @@ def test_plan_without_mpi_notes_or_refuses():
                                                                               "jacobi"}
     with pytest.raises(UserError, match="asks for MPI kernels but no MPI found"):
         sweep.plan(inv, topo, "default", catalog.select("mpi"), [2], mpi_missing="no MPI found (mpicc not on PATH)")
-
-
-@pytest.fixture
-def path_without_mpi(tmp_path, monkeypatch):
-    """PATH as it is, less every MPI program (a directory of links to everything else)."""
-    bare = tmp_path / "bin"
-    bare.mkdir()
-    for folder in os.environ["PATH"].split(os.pathsep):
-        for entry in Path(folder).glob("*") if Path(folder).is_dir() else ():
-            name = entry.name
-            if not name.startswith(("mpi", "orte", "ompi", "oshrun")) and not (bare / name).exists():
-                (bare / name).symlink_to(entry)
-    monkeypatch.setenv("PATH", str(bare))
-    monkeypatch.delenv("NODEREG_MPIRUN", raising=False)
 
 
 def test_no_mpi_is_one_line(cli, db_url, path_without_mpi):
