@@ -69,7 +69,10 @@ class Measurement:
 def estimate_s(config: Config, policy: RepPolicy) -> float:
     """Rough seconds a configuration takes (weights the progress bar so its ETA means something)."""
     if config.ub.family == "mpi":   # calibration, then every repetition policy allows (registry.profile.mpi)
-        return (policy.max_reps + 8) * policy.target_s + 0.05
+        rep_s = policy.target_s
+        if config.ub.name == "jacobi":   # at least 4 steps of a sweep: ~1.5 ns an operation, 16 bytes a point at 5 GB/s
+            rep_s = max(rep_s, 4 * config.n ** 2 * (config.ops * 1.5e-9 + 16 / 5e9))
+        return (policy.max_reps + 8) * rep_s + 0.05
     rep_s = max(policy.target_s, config.ws_bytes / 5e9)
     return min((policy.min_reps + 2) * rep_s, policy.budget_s + 2 * rep_s) + config.ws_bytes / 4e9 + 0.002
 
