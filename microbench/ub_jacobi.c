@@ -33,23 +33,13 @@
  * it, so it equals the initial grid's)}, finally {"done":true}. Errors: {"error":"..."} on stderr.
  */
 #define _GNU_SOURCE
-#include <mpi.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define MAX_LIST 256
+#include "ub_mpi_common.h"
+
 #define MIN_STEPS 4
 
-static int rank, nranks;
 static volatile double one_v = 1.0, zero_v = 0.0;
-
-static void fail(const char *msg) {
-    if (rank == 0)
-        fprintf(stderr, "{\"error\":\"%s\"}\n", msg);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-}
 
 typedef struct {
     long n, depth, msgs, ops;
@@ -75,22 +65,6 @@ static int parse_config(const char *text, Config *c) {
     }
     c->n = v[0], c->depth = v[1], c->msgs = v[2], c->ops = v[3];
     return c->depth <= c->n && c->msgs >= 2 && (*end == '\0' || *end == ',');
-}
-
-static int parse_cpus(const char *text, long *out) {
-    int n = 0;
-    const char *p = text;
-    while (*p && n < MAX_LIST) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0)
-            return 0;
-        out[n++] = v;
-        p = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return 0;
-    }
-    return n;
 }
 
 static void grid_init(Grid *g, Config c) {
@@ -248,24 +222,7 @@ int main(int argc, char **argv) {
     if (argc != 5)
         fail("usage: nodereg-ub-jacobi CPUS CONFIGS REPS TARGET_S | CPUS check CONFIG STEPS");
     int checking = !strcmp(argv[2], "check");
-    long cpus[MAX_LIST];
-    if (parse_cpus(argv[1], cpus) < nranks)
-        fail("fewer CPUs than ranks");
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET((int)cpus[rank], &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        fail("cannot pin a rank to its CPU");
-    int here = sched_getcpu(), *where = malloc(sizeof(int) * nranks);
-    MPI_Gather(&here, 1, MPI_INT, where, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("{\"ranks\":%d,\"cpus\":[", nranks);
-        for (int r = 0; r < nranks; r++)
-            printf("%s%d", r ? "," : "", where[r]);
-        printf("]}\n");
-        fflush(stdout);
-    }
-    free(where);
+    pin_ranks(argv[1]);
 
     const char *list = checking ? argv[3] : argv[2];
     Config configs[MAX_LIST];

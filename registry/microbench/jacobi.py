@@ -20,7 +20,8 @@ BINARY = "nodereg-ub-jacobi"
 
 def binary(node_mpi: mpi.Mpi) -> Path:
     """The generator built with the node's MPI (cached like the other kernels)."""
-    return compile_c([source(SOURCE)], BINARY, openmp=False, libs=(), cc=node_mpi.mpicc, identity=node_mpi.version)
+    return compile_c([source(SOURCE)], BINARY, openmp=False, libs=(), cc=node_mpi.mpicc, identity=node_mpi.version,
+                     depends=[source(mpi.COMMON)])
 
 
 def spec(n: int, depth: int, msgs: int, ops: int) -> str:

@@ -37,6 +37,7 @@ from registry.measure.runner import kill_tree
 from registry.microbench.build import compile_c, source
 
 SOURCE = "ub_mpi.c"
+COMMON = "ub_mpi_common.h"      # what it shares with the Jacobi generator (registry.microbench.jacobi)
 BINARY = "nodereg-ub-mpi"
 INSTALL_HINT = "install an MPI with its compiler wrapper, e.g. apt-get install openmpi-bin libopenmpi-dev"
 OPEN_MPI_ENV = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader", "OMPI_MCA_plm": "isolated",
@@ -80,7 +81,8 @@ def find(needed_by: str = "the mpi kernels need one") -> Mpi:
 
 def binary(mpi: Mpi) -> Path:
     """The kernels built with the node's MPI (cached like the other kernels)."""
-    return compile_c([source(SOURCE)], BINARY, openmp=False, libs=(), cc=mpi.mpicc, identity=mpi.version)
+    return compile_c([source(SOURCE)], BINARY, openmp=False, libs=(), cc=mpi.mpicc, identity=mpi.version,
+                     depends=[source(COMMON)])
 
 
 def launcher(mpi: Mpi, ranks: int) -> list[str]:
