@@ -155,6 +155,11 @@ def test_boosted_model_recovers_a_known_law():
     mean = math.exp(np.mean([math.log(_law_us(65536, 4, *c)) for c in combos]))
     assert model.message_s(4, 65536) * 1e6 == pytest.approx(mean, rel=0.1)
     assert model.point_to_point_s(100, 100 * 65536, 4) == pytest.approx(100 * model.message_s(4, 65536), rel=1e-9)
+    # a phase whose trace read its working set (the process tree's, over 4 ranks: 64 MiB each) gets it
+    big = {"msgs": 100, "msg_bytes": 100 * 65536, "coll": 0, "wss_bytes": 4 * 16 * 2048**2}
+    assert model.seconds(big, 4) == pytest.approx(100 * model.message_s(4, 65536, ws_bytes=16 * 2048**2), rel=1e-9)
+    mean_big = math.exp(np.mean([math.log(_law_us(65536, 4, k, 16 * 2048**2, o)) for k in (2, 4, 8) for o in (1, 16)]))
+    assert model.seconds(big, 4) / 100 * 1e6 == pytest.approx(mean_big, rel=0.1)
     assert not model.warnings
     model.message_s(16, 65536)
     assert model.warnings == ["syn: the boosted model was trained on 2..8 ranks, not 16: its trees add their edge value "

@@ -213,9 +213,10 @@ def test_branikas_and_the_rank_count(cli, registry):
     assert one["predicted_s"] < 0.2 * 10 * 2.5      # only the computation, at 1 CPU instead of 2
 
 
-def _jacobi_profile(conn, node, slower):
+def _jacobi_profile(conn, node, slower, slower_big=None):
     """A later profile of `node` with Jacobi figures only (what `profile --kernels jacobi` stores):
-    the halo exchange per step of a law in message size, working set and load, times `slower`."""
+    the halo exchange per step of a law in message size, working set and load, times `slower`
+    (`slower_big` at the larger working set, 16 MiB a rank)."""
     node_id = conn.exec_driver_sql(f"SELECT node_id FROM nodes WHERE name = '{node}'").scalar()
     prof = insert_returning(conn, "profiles", {"uid": f"jac{node}", "node_id": node_id, "mode": "custom",
                                                "started_at": utcnow(), "status": "complete"}, "profile_id")
@@ -229,7 +230,8 @@ def _jacobi_profile(conn, node, slower):
                                   "threads": 2, "ub": "jacobi", "node": node})
                 cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": key, "threads": 2,
                                                             "placement": "compact", "unit": "us"}, "config_id")
-                per_message = (2.0 + m / 5e3) * (1.5 if ops == 1 and n == 1024 else 1.0) * slower
+                factor = slower_big if slower_big and n == 1024 else slower
+                per_message = (2.0 + m / 5e3) * (1.5 if ops == 1 and n == 1024 else 1.0) * factor
                 insert_returning(conn, "profile_runs", {"profile_id": prof, "config_id": cid, "reps": 3,
                                                         "median_s": 1.0, "unstable": False, "value": msgs * per_message,
                                                         "tpi_us": 3 * msgs * per_message}, "run_id")
@@ -252,6 +254,25 @@ def test_boosted_reads_each_nodes_jacobi_figures(cli, registry, db_url):
     compute = next(p for p in doc["phases"] if p["name"] == "compute")["per_node"]
     assert halo["fast"]["predicted_s"] == pytest.approx(0.2 * compute["fast"]["predicted_s"] + 0.8 * 10.0 / 3, rel=0.02)
     assert not any("boosted" in w for w in doc["warnings"])    # 1 MiB messages, 2 ranks: inside the sweep
+
+
+def test_boosted_reads_the_phases_working_set(cli, registry, db_url):
+    """The halo phase's trace read a working set of 32 MB (16 MiB a rank): `fast` exchanges as slowly
+    as `b` there (only its small working sets are three times faster), and the prediction says so."""
+    trace = _mpi_trace()
+    trace.phases[1].signature["proc"]["wss_mb"] = 32.0
+    registry(trace, mpi_nodes=("b", "fast"))
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        _jacobi_profile(conn, "b", 3.0)
+        _jacobi_profile(conn, "fast", 1.0, slower_big=3.0)
+    reg.close()
+    res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--comm-model", "boosted", "--nodes", "b,fast")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    halo = next(p for p in doc["phases"] if p["name"] == "halo")["per_node"]
+    compute = next(p for p in doc["phases"] if p["name"] == "compute")["per_node"]
+    assert halo["fast"]["predicted_s"] == pytest.approx(0.2 * compute["fast"]["predicted_s"] + 0.8 * 10.0, rel=0.05)
 
 
 def test_configs_trade_computation_for_communication(cli, registry):

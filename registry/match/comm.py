@@ -16,6 +16,7 @@ node when the base has none.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -252,6 +253,9 @@ def project_phase(phase, time_s: float, comm: CommInputs | None, base: str, node
     if not sig:
         return result
     comm_s = time_s * share
+    wss_mb = phase.signature.get("proc", {}).get("wss_mb")    # the process tree's: every rank's (boosted reads it)
+    if wss_mb and math.isfinite(wss_mb):
+        sig = {**sig, "wss_bytes": wss_mb * 2**20}
     parts, warnings = communication(sig, comm_s, comm, base, nodes)
     result.predictions = {n: _added(p, parts[n]) for n, p in result.predictions.items()}
     result.time_s = time_s

@@ -125,10 +125,15 @@ class CommModel(abc.ABC):
         """Model time of a phase's communication per rank: point-to-point plus collectives."""
         msgs, nbytes = float(sig.get("msgs") or 0.0), float(sig.get("msg_bytes") or 0.0)
         coll, coll_bytes = float(sig.get("coll") or 0.0), float(sig.get("coll_bytes") or 0.0)
-        total = self.point_to_point_s(msgs, nbytes, ranks) if msgs > 0 else 0.0
+        total = self.phase_point_to_point_s(sig, ranks) if msgs > 0 else 0.0
         if coll > 0:
             total += coll * self.collective_s(coll_bytes / coll, ranks)
         return total
+
+    def phase_point_to_point_s(self, sig: dict, ranks: int) -> float:
+        """A phase's point-to-point time per rank: its messages and bytes (a model that reads more of
+        the phase's figures overrides it)."""
+        return self.point_to_point_s(float(sig["msgs"]), float(sig.get("msg_bytes") or 0.0), ranks)
 
     def collective_s(self, size: float, ranks: int) -> float:
         """One collective of `size` bytes per rank at `ranks` ranks (the Allreduce kernel)."""
@@ -219,10 +224,11 @@ class BoostedModel(CommModel):
     their sweeps evict the messages' buffers), which is what an application's phases are like;
     the figures of the microbenchmarks would pull the trees towards the idle case.
 
-    A traced phase carries its messages, their mean size and the ranks, not its messages per step,
-    working set or load: the model's time for a phase is its mean (in log) over the values of
-    those features the sweep measured (partial dependence), so that each of them counts as the
-    sweep weighed it. Branikas's filter (keeping configurations whose communication is 0.1 .. 0.8
+    A traced phase carries its messages, their mean size and the ranks, and its working set where
+    the trace read it (`wss_bytes`, the process tree's, from its `proc` signature: per rank, over
+    the ranks), not its messages per step or load: the model's time for a phase is its mean (in
+    log) over the values of the features it lacks that the sweep measured (partial dependence), so
+    that each of them counts as the sweep weighed it. Branikas's filter (keeping configurations whose communication is 0.1 .. 0.8
     of the step) is not applied: a phase's share can be anything, and the ends are real figures.
 
     Trees do not extrapolate (the paper: R^2 0.854 -> 0.466 on unseen node counts), so they boost a
@@ -252,6 +258,8 @@ class BoostedModel(CommModel):
         self.trees = GradientBoostingRegressor(n_estimators=100, learning_rate=0.1, max_depth=2, random_state=0)
         self.trees.fit(x, y - design @ self.backbone)
         self.ranges = {"bytes": (2 ** x[:, 0].min(), 2 ** x[:, 0].max()), "ranks": (2 ** x[:, 1].min(), 2 ** x[:, 1].max())}
+        if self.source == "jacobi":
+            self.ranges["bytes of working set per rank"] = (2 ** x[:, 3].min(), 2 ** x[:, 3].max())
         self.rel_rmse = float(np.sqrt(np.mean((np.exp(self._log_s(x) - y) - 1) ** 2)))
         self.figures = len(x)
         return self
@@ -276,9 +284,9 @@ class BoostedModel(CommModel):
         """Seconds per message sent by a rank exchanging with its neighbours: the features a phase
         does not carry averaged over the sweep's, unless given (`msgs` per step, a rank's working
         set `ws_bytes`, `ops` per point: the Jacobi model's)."""
-        for what, value in (("bytes", size), ("ranks", ranks)):
-            low, high = self.ranges[what]
-            if not low <= value <= high:
+        for what, value in (("bytes", size), ("ranks", ranks), ("bytes of working set per rank", ws_bytes)):
+            low, high = self.ranges.get(what, (value, value))
+            if value is not None and not low <= value <= high:
                 self._warn(f"{self.profile.node}: the boosted model was trained on {low:g}..{high:g} {what}, not "
                            f"{value:g}: its trees add their edge value there, the log-log backbone the trend")
         rest = self.averaged.copy()
@@ -291,6 +299,12 @@ class BoostedModel(CommModel):
 
     def point_to_point_s(self, msgs: float, msg_bytes: float, ranks: int) -> float:
         return msgs * self.message_s(ranks, msg_bytes / max(msgs, 1.0))
+
+    def phase_point_to_point_s(self, sig: dict, ranks: int) -> float:
+        """As point_to_point_s, with the phase's working set per rank where it has one (Jacobi model)."""
+        msgs, wss = float(sig["msgs"]), sig.get("wss_bytes")
+        ws = wss / max(ranks, 1) if wss and self.source == "jacobi" else None
+        return msgs * self.message_s(ranks, float(sig.get("msg_bytes") or 0.0) / max(msgs, 1.0), ws_bytes=ws)
 
     def describe(self) -> str:
         return (f"log-log backbone and {self.trees.n_estimators_} boosted trees on {self.trees.n_features_in_} "
