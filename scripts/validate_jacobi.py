@@ -6,8 +6,8 @@ Allreduce and the Jacobi sweep; skipped when the registry already has them), the
 measured halo-exchange time per step of every Jacobi configuration with:
 - `boosted`, trained on the Jacobi figures, leave-one-out (each configuration predicted by a model
   fitted to the others): with the configuration's messages per step, working set and load given
-  (the paper's setting), and without them (averaged over the sweep, as for a traced phase, which
-  carries only its messages, their size and the ranks);
+  (the paper's setting); with its working set only, as a traced phase whose trace read it (the
+  others averaged over the sweep); and with none of them;
 - the baselines, fitted to the ping-pong and Exchange figures of the same profile: `boosted` as it
   was before the generator existed (the old training data), `hockney`, `branikas`.
 A configuration's prediction is MSGS x the model's time per message of its size at its ranks.
@@ -64,12 +64,13 @@ def _load(db_url: str, node: str) -> CommProfile | None:
     return found
 
 
-def leave_one_out(prof: CommProfile, given: bool) -> list[float]:
-    """Each Jacobi configuration's halo exchange per step (us), from a model fitted to the others."""
+def leave_one_out(prof: CommProfile, given: tuple[str, ...]) -> list[float]:
+    """Each Jacobi configuration's halo exchange per step (us), from a model fitted to the others,
+    given the features named in `given` (of msgs, ws_bytes, ops; the others averaged)."""
     out = []
     for i, f in enumerate(prof.jacobi):
         model = BoostedModel().fit(replace(prof, jacobi=prof.jacobi[:i] + prof.jacobi[i + 1:]))
-        known = {"msgs": f.msgs, "ws_bytes": f.ws_bytes, "ops": f.ops} if given else {}
+        known = {k: v for k, v in (("msgs", f.msgs), ("ws_bytes", f.ws_bytes), ("ops", f.ops)) if k in given}
         out.append(f.msgs * model.message_s(f.ranks, f.msg_bytes, **known) * 1e6)
     return out
 
@@ -117,8 +118,9 @@ def main() -> None:
           f"median share of the step {np.median(shares):.0%}); load average {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} CPUs")
     print(f"boosted, all of them: {BoostedModel().fit(prof).describe()}")
-    rows = [errors_row("boosted, Jacobi, LOO, features given", leave_one_out(prof, True), figures),
-            errors_row("boosted, Jacobi, LOO, as a phase", leave_one_out(prof, False), figures)]
+    rows = [errors_row("boosted, Jacobi, LOO, features given", leave_one_out(prof, ("msgs", "ws_bytes", "ops")), figures),
+            errors_row("boosted, Jacobi, LOO, a phase with its working set", leave_one_out(prof, ("ws_bytes",)), figures),
+            errors_row("boosted, Jacobi, LOO, a phase without", leave_one_out(prof, ()), figures)]
     for name, model in (("boosted, ping-pong/Exchange (before)", BoostedModel()), ("hockney", HockneyModel()),
                         ("branikas", BranikasModel())):
         predict = fitted(prof, model)
