@@ -228,8 +228,9 @@ class BoostedModel(CommModel):
     the trace read it (`wss_bytes`, the process tree's, from its `proc` signature: per rank, over
     the ranks), not its messages per step or load: the model's time for a phase is its mean (in
     log) over the values of the features it lacks that the sweep measured (partial dependence), so
-    that each of them counts as the sweep weighed it. Branikas's filter (keeping configurations whose communication is 0.1 .. 0.8
-    of the step) is not applied: a phase's share can be anything, and the ends are real figures.
+    that each of them counts as the sweep weighed it. Branikas's filter (keeping configurations
+    whose communication is 0.1 .. 0.8 of the step) is not applied: a phase's share can be
+    anything, and the ends are real figures.
 
     Trees do not extrapolate (the paper: R^2 0.854 -> 0.466 on unseen node counts), so they boost a
     log-log backbone fitted by least squares, which carries the trend beyond the figures; a phase
@@ -293,8 +294,8 @@ class BoostedModel(CommModel):
         for column, value in enumerate((msgs, ws_bytes, ops)):
             if value is not None and self.source == "jacobi":
                 rest[:, column] = math.log2(value)
-        x = np.column_stack([np.full(len(rest), math.log2(max(size, 1.0))), np.full(len(rest), math.log2(max(ranks, 1))),
-                             rest])
+        x = np.column_stack([np.full(len(rest), math.log2(max(size, 1.0))),
+                             np.full(len(rest), math.log2(max(ranks, 1))), rest])
         return float(np.exp(np.mean(self._log_s(x))))
 
     def point_to_point_s(self, msgs: float, msg_bytes: float, ranks: int) -> float:
