@@ -26,8 +26,8 @@
  * lasts TARGET_S / 4, then scaled to TARGET_S; every rank decides from the slowest rank's time),
  * then REPS repetitions, each after a barrier, with no barrier between steps (a rank that waits
  * for a slower neighbour waits inside the communication phase, as in an application). Output
- * (rank 0, JSON lines): {"ranks":R,"cpus":[...]}, then per configuration {"kernel":"jacobi","n",
- * "depth","msgs","ops","bytes" (one message),"ws" (bytes of a rank's two arrays),"steps","times"
+ * (rank 0, JSON lines): {"ranks":R,"cpus":[...],"hosts":[...]}, then per configuration
+ * {"kernel":"jacobi","n","depth","msgs","ops","bytes" (one message),"ws" (bytes of a rank's two arrays),"steps","times"
  * (each repetition's seconds, slowest rank),"comm","comp" (each repetition's seconds in the two
  * phases, mean over the ranks),"checksum" (the sum of the global grid at the end: the stencil keeps
  * it, so it equals the initial grid's)}, finally {"done":true}. Errors: {"error":"..."} on stderr.
@@ -222,7 +222,8 @@ int main(int argc, char **argv) {
     if (argc != 5)
         fail("usage: nodereg-ub-jacobi CPUS CONFIGS REPS TARGET_S | CPUS check CONFIG STEPS");
     int checking = !strcmp(argv[2], "check");
-    pin_ranks(argv[1]);
+    long cpus[MAX_LIST];
+    pin_ranks(cpus, parse_list(argv[1], cpus));
 
     const char *list = checking ? argv[3] : argv[2];
     Config configs[MAX_LIST];

@@ -3,7 +3,9 @@
  * Usage (under mpirun; every argument is required):
  *   nodereg-ub-mpi CPUS KERNELS SIZES REPS TARGET_S
  *     CPUS      comma-separated CPU numbers: rank r pins itself to CPUS[r] (the launcher binds
- *               nothing, so placement is the same whatever MPI launched it)
+ *               nothing, so placement is the same whatever MPI launched it); or `local` (a job
+ *               across nodes, `nodereg fleet mpi`): the i-th rank of a node pins itself to the
+ *               i-th CPU it was started with (the CPUs the batch system gave the job there)
  *     KERNELS   comma-separated: pingpong (ranks 0 and 1; the others wait), exchange, allreduce
  *     SIZES     comma-separated message sizes in bytes (allreduce: doubles, at least 8 bytes)
  *     REPS      timed repetitions per (kernel, size)
@@ -19,7 +21,8 @@
  * slowest rank's time), then REPS timed repetitions, each after a barrier. A repetition's time is
  * that of its slowest rank (MPI_Allreduce MAX of each rank's MPI_Wtime difference).
  *
- * Output (rank 0, one JSON line each): first {"ranks":N,"cpus":[the CPU each rank runs on]},
+ * Output (rank 0, one JSON line each): first {"ranks":N,"cpus":[the CPU each rank runs on],
+ * "hosts":[the host each rank runs on (MPI_Get_processor_name)]},
  * then per (kernel, size) {"kernel":K,"bytes":B,"iters":I,"times":[seconds per repetition]},
  * finally {"done":true}. Errors: one line {"error":"..."} on stderr and a non-zero exit.
  */
@@ -27,6 +30,36 @@
 #include <string.h>
 
 #include "ub_mpi_common.h"
+
+/* `local` CPUs: rank r's entry is the i-th CPU of its own starting affinity, i its rank among the ranks
+ * of its node (MPI_COMM_TYPE_SHARED), wrapping round when a node has more ranks than CPUs; gathered so
+ * that every rank holds the list, as from the command line. Returns the ranks (0: no CPU to pin to). */
+static int local_cpus(long *out) {
+    MPI_Comm node;
+    int local = 0, cpu = -1, mine[1], seen = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    for (int c = 0; n > 0 && c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set) && seen++ == local % n) {
+            cpu = c;
+            break;
+        }
+    mine[0] = cpu;
+    int all[MAX_LIST];
+    if (nranks > MAX_LIST)
+        return 0;
+    MPI_Allgather(mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < nranks; r++) {
+        if (all[r] < 0)
+            return 0;
+        out[r] = all[r];
+    }
+    return nranks;
+}
 
 static char *sbuf, *rbuf_l, *rbuf_r;
 
@@ -87,13 +120,14 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (argc != 6)
         fail("usage: nodereg-ub-mpi CPUS KERNELS SIZES REPS TARGET_S");
-    long sizes[MAX_LIST];
-    int nsizes = parse_list(argv[3], sizes);
+    long cpus[MAX_LIST], sizes[MAX_LIST];
+    int local = !strcmp(argv[1], "local");
+    int ncpus = local ? local_cpus(cpus) : parse_list(argv[1], cpus), nsizes = parse_list(argv[3], sizes);
     long reps = atol(argv[4]);
     double target = atof(argv[5]);
     if (nsizes == 0 || reps < 1 || target <= 0)
         fail("malformed sizes, repetitions or target");
-    pin_ranks(argv[1]);
+    pin_ranks(cpus, ncpus);
 
     long biggest = 8;
     for (int i = 0; i < nsizes; i++)

@@ -21,6 +21,7 @@ import pytest
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "sinfo", "scancel")
+QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}   # the daemons log to ROOT/log
 QUIET_S = 180   # for the node to be idle again after a test: cancelled steps end within KillWait + their exit
 
 
@@ -77,10 +78,13 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _conf(root: Path, node: str, partition: str) -> str:
+def conf(root: Path, controller: str, partition: str, nodes: list[str]) -> str:
+    """A minimal slurm.conf: the controller as `name(address)`, one `NodeName=...` line per node.
+    Each slurmd's spool, pid file and log are named for its node (%n), so several can share `root`."""
     ctld_port, slurmd_port = _free_ports(2)
+    node_lines = "\n".join(nodes)
     return f"""ClusterName=nodereg-test
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={controller}
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 AuthType=auth/munge
@@ -89,11 +93,11 @@ CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/spool/%n/slurmd.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 KillWait=5
@@ -108,12 +112,12 @@ MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
 MinJobAge=600
-NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} State=UNKNOWN
+{node_lines}
 PartitionName={partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
+def stop(procs: list[subprocess.Popen]) -> None:
     for p in reversed(procs):
         p.terminate()
     for p in reversed(procs):
@@ -124,7 +128,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def _wait_idle(cluster: SlurmCluster, procs: list[subprocess.Popen], timeout_s: float = 30) -> None:
+def wait_idle(cluster: SlurmCluster, procs: list[subprocess.Popen], timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         dead = [p.args[0] for p in procs if p.poll() is not None]
@@ -137,43 +141,72 @@ def _wait_idle(cluster: SlurmCluster, procs: list[subprocess.Popen], timeout_s: 
     raise RuntimeError(f"the Slurm node did not come up in {timeout_s:.0f} s:\n{cluster.log_tail()}")
 
 
-@pytest.fixture(scope="module")
-def slurm_cluster(tmp_path_factory):
-    """A running one-host Slurm cluster (module-scoped: starting one takes a few seconds)."""
+def prepare(root: Path, nodes: list[str]) -> Path:
+    """The directories and munge key of a cluster in `root`; the key's path."""
+    for sub in ("munge", "state", "log", *(f"spool/{n}" for n in nodes)):
+        (root / sub).mkdir(parents=True)
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    return key
+
+
+def start_munged(cluster: SlurmCluster, key: Path) -> subprocess.Popen:
+    """munged on the cluster's own socket, once it answers."""
+    munge, root = cluster.root / "munge", cluster.root
+    proc = subprocess.Popen(["munged", "--foreground", "--force", f"--socket={munge}/munge.socket",
+                             f"--key-file={key}", f"--pid-file={munge}/munged.pid",
+                             f"--log-file={root}/log/munged.log", f"--seed-file={munge}/seed"], **QUIET)
+    deadline = time.monotonic() + 10
+    while not (munge / "munge.socket").exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            stop([proc])
+            raise RuntimeError(f"munged did not start:\n{cluster.log_tail()}")
+        time.sleep(0.05)
+    return proc
+
+
+def check_installed() -> None:
+    """Skip (or, with NODEREG_REQUIRE_SLURM, fail) where the daemons cannot run."""
     missing = [b for b in DAEMONS + CLIENTS if shutil.which(b) is None]
     if missing:
         _unavailable(f"Slurm is not installed ({', '.join(missing)} not found)")
     if os.geteuid() != 0:
         _unavailable("the one-host Slurm cluster runs its daemons as root, and this is not root")
-    root = Path(tmp_path_factory.mktemp("slurm"))
-    for sub in ("munge", "state", "spool", "log"):
-        (root / sub).mkdir()
-    key = root / "munge" / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
-    node, partition = socket.gethostname().split(".")[0], "fleet"
-    cluster = SlurmCluster(root, root / "slurm.conf", node, partition)
-    cluster.conf.write_text(_conf(root, node, partition))
-    old_conf = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    munge = root / "munge"
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # they log to root/log
-    procs = [subprocess.Popen(["munged", "--foreground", "--force", f"--socket={munge}/munge.socket",
-                               f"--key-file={key}", f"--pid-file={munge}/munged.pid",
-                               f"--log-file={root}/log/munged.log", f"--seed-file={munge}/seed"], **quiet)]
-    try:
-        deadline = time.monotonic() + 10
-        while not (munge / "munge.socket").exists():
-            if time.monotonic() > deadline or procs[0].poll() is not None:
-                raise RuntimeError(f"munged did not start:\n{cluster.log_tail()}")
-            time.sleep(0.05)
-        procs.append(subprocess.Popen(["slurmctld", "-D", "-f", str(cluster.conf)], **quiet))
-        procs.append(subprocess.Popen(["slurmd", "-D", "-f", str(cluster.conf)], **quiet))
-        _wait_idle(cluster, procs)
-        yield cluster
-    finally:
-        _stop(procs)
-        if old_conf is None:
+
+
+class SlurmConf:
+    """SLURM_CONF pointed at a test cluster's configuration while the cluster lives."""
+
+    def __init__(self, path: Path):
+        self.path, self.old = path, os.environ.get("SLURM_CONF")
+
+    def __enter__(self):
+        os.environ["SLURM_CONF"] = str(self.path)
+
+    def __exit__(self, *exc):
+        if self.old is None:
             os.environ.pop("SLURM_CONF", None)
         else:
-            os.environ["SLURM_CONF"] = old_conf
+            os.environ["SLURM_CONF"] = self.old
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """A running one-host Slurm cluster (module-scoped: starting one takes a few seconds)."""
+    check_installed()
+    root = Path(tmp_path_factory.mktemp("slurm"))
+    node, partition = socket.gethostname().split(".")[0], "fleet"
+    key = prepare(root, [node])
+    cluster = SlurmCluster(root, root / "slurm.conf", node, partition)
+    cluster.conf.write_text(conf(root, f"{node}(127.0.0.1)", partition,
+                                 [f"NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} State=UNKNOWN"]))
+    with SlurmConf(cluster.conf):
+        procs = [start_munged(cluster, key)]
+        try:
+            procs.append(subprocess.Popen(["slurmctld", "-D", "-f", str(cluster.conf)], **QUIET))
+            procs.append(subprocess.Popen(["slurmd", "-D", "-f", str(cluster.conf)], **QUIET))
+            wait_idle(cluster, procs)
+            yield cluster
+        finally:
+            stop(procs)

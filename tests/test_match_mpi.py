@@ -14,12 +14,14 @@ from registry_data import profile_at_speeds
 from registry.db import open_registry, utcnow
 from registry.db.write import insert_returning
 from registry.io.tracefile import Phase, Trace
+from registry.nodes import ensure_node
 from registry.errors import UserError
 from registry.models.comm import BoostedModel, BranikasModel, CommProfile, HockneyModel, create
 from registry.trace import store
 
 SIZES = [8, 128, 2048, 32768, 524288, 4194304]
-ALPHA_US, BETA = {"b": 1.0, "fast": 0.5, "slowcomm": 1.0}, {"b": 5e9, "fast": 20e9, "slowcomm": 0.5e9}
+ALPHA_US = {"b": 1.0, "fast": 0.5, "slowcomm": 1.0, "fabric:cn": 10.0}   # the fabric: `nodereg fleet mpi cn`
+BETA = {"b": 5e9, "fast": 20e9, "slowcomm": 0.5e9, "fabric:cn": 1e9}
 
 
 def pingpong(alpha_us, beta):
@@ -359,8 +361,8 @@ def test_configs_try_the_threads_asked_for(cli, registry):
 def test_bad_requests_are_one_line_errors(cli, registry, db_url):
     registry()
     assert_one_line_error(cli("match", "mpiapp", "--comm-model", "nope"), "unknown communication model 'nope'")
-    assert_one_line_error(cli("match", "mpiapp", "--ranks", 4, "--model", "amdahl"), "--ranks, --threads and --configs")
-    assert_one_line_error(cli("match", "mpiapp", "--threads", 2, "--model", "amdahl"), "--ranks, --threads and --configs")
+    assert_one_line_error(cli("match", "mpiapp", "--ranks", 4, "--model", "amdahl"), "--ranks, --threads, --fabric and --configs")
+    assert_one_line_error(cli("match", "mpiapp", "--threads", 2, "--model", "amdahl"), "--ranks, --threads, --fabric and --configs")
     reg = open_registry(db_url)
     plain = _mpi_trace()
     plain.name, plain.meta = "plain", {}
@@ -402,3 +404,29 @@ def test_the_base_time_takes_runs_at_the_traced_rank_count(cli, registry):
     res = cli("match", "mpiapp", "--json", "--no-store", "--nodes", "b")
     assert res.code == 0, res.err
     assert json.loads(res.out)["base_time_s"] == pytest.approx(30.0)
+
+
+@both_backends
+def test_a_fabric_profile_carries_the_communication_between_nodes(cli, registry, db_url):
+    registry()
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        ensure_node(conn, "fabric:cn")
+        _mpi_profile(conn, "fabric:cn")
+    reg.close()
+    plain = json.loads(cli("match", "mpiapp", "--json", "--explain", "--no-store").out)
+    assert "fabric:cn" not in [p["node"] for p in plain["predictions"]]   # a fabric is no node to run on
+    res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--fabric", "cn")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert "fabric:cn" not in [p["node"] for p in doc["predictions"]]
+    assert any("fabric:cn" in w for w in doc["warnings"])
+    halo = next(p for p in doc["phases"] if p["name"] == "halo")["per_node"]
+    compute = next(p for p in doc["phases"] if p["name"] == "compute")["per_node"]
+    # every node's communication now goes through the fabric: the base's measured 8 s scaled by the
+    # fabric's Hockney time over the base node's own (shared memory) one, the same on every node
+    ratio = _hockney_s("fabric:cn", 1000, 1000 * 2**20) / _hockney_s("b", 1000, 1000 * 2**20)
+    for node in ("b", "fast", "slowcomm", "one"):
+        assert halo[node]["predicted_s"] == pytest.approx(0.2 * compute[node]["predicted_s"] + 8.0 * ratio, rel=0.02)
+    assert_one_line_error(cli("match", "mpiapp", "--fabric", "nope"), "no fabric profile of 'nope'",
+                          "nodereg fleet mpi nope")

@@ -7,6 +7,7 @@ where it is missing, and fail instead with NODEREG_REQUIRE_MPI=1 (.ci/run instal
 import dataclasses
 import json
 import os
+import socket
 import stat
 import time
 from pathlib import Path
@@ -154,8 +155,8 @@ def test_kernels_start_on_this_node_inside_a_batch_job(node_mpi, monkeypatch):  
                        "SLURM_JOB_NODELIST": "elsewhere", "SLURM_TASKS_PER_NODE": "1", "SLURM_NNODES": "1"}.items():
         monkeypatch.setenv(var, value)
     cpus = sorted(os.sched_getaffinity(0))[:2]
-    ran_on, records = mpi.launch(node_mpi, mpi.binary(node_mpi), cpus, ["pingpong"], [8], 2, 0.001, 60)
-    assert ran_on == cpus and records[0]["kernel"] == "pingpong" and len(records[0]["times"]) == 2
+    ran, records = mpi.launch(node_mpi, mpi.binary(node_mpi), cpus, ["pingpong"], [8], 2, 0.001, 60)
+    assert ran["cpus"] == cpus and ran["hosts"] == [socket.gethostname()] * 2 and records[0]["kernel"] == "pingpong" and len(records[0]["times"]) == 2
 
 
 def test_launcher_found_through_a_symlinked_directory(node_mpi, monkeypatch):  # noqa: F811
@@ -167,8 +168,8 @@ def test_launcher_found_through_a_symlinked_directory(node_mpi, monkeypatch):  #
     found = mpi.find().mpirun
     assert Path(found).parent == Path("/bin").resolve()
     cpu = sorted(os.sched_getaffinity(0))[0]
-    ran_on, _ = mpi.launch(mpi.find(), mpi.binary(node_mpi), [cpu], ["allreduce"], [8], 1, 0.001, 60)
-    assert ran_on == [cpu]
+    ran, _ = mpi.launch(mpi.find(), mpi.binary(node_mpi), [cpu], ["allreduce"], [8], 1, 0.001, 60)
+    assert ran["cpus"] == [cpu]
 
 
 def _fake_launcher(tmp_path: Path, body: str) -> Path:

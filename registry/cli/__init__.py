@@ -33,7 +33,7 @@ __all__ = ["app", "main"]
 # tests/test_startup_imports.py checks this map against what the modules register.
 COMMANDS = {
     "accuracy": ("accuracy",), "apps": ("records",), "doctor": ("admin",), "evaluate": ("evaluate",),
-    "export": ("bundle",), "fleet": ("fleet",), "health": ("fleet",),
+    "export": ("bundle",), "fleet": ("fleet", "fleet_mpi"), "health": ("fleet",),
     "import": ("bundle", "evaluate", "models", "nodes", "sparecores"), "init": ("admin",),
     "inventory": ("admin",), "match": ("match",), "migrate": ("admin",), "models": ("models",),
     "nodes": ("nodes",), "profile": ("profile",), "report": ("report",), "run": ("run",),

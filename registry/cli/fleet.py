@@ -40,11 +40,20 @@ def _check_profile_args(node: str, args: list[str]) -> None:
         raise UserError(f"profile options {shlex.join(args)!r}: {exc.format_message()}") from None
 
 
-def _shared_registry(ctx: typer.Context, dry_run: bool) -> str:
-    """The URL the tasks store into: a PostgreSQL registry that holds no password (the script would)."""
+def _shared_registry(ctx: typer.Context, dry_run: bool, one_writer: bool = False) -> str:
+    """The URL the tasks store into: a PostgreSQL registry that holds no password (the script would);
+    with `one_writer` (a job that stores one profile from one node) a DuckDB file on a shared file
+    system will do too."""
     from registry.db import mask, resolve_url
+    from registry.db.url import duckdb_path
 
     url = resolve_url(state(ctx).db_url)
+    path = duckdb_path(url)
+    if one_writer and path is not None:
+        if not dry_run:
+            state(ctx).registry()
+            state(ctx).close()   # DuckDB admits one process at a time: the job's, now
+        return f"duckdb:///{Path(path).resolve()}"
     if url.get_backend_name() != "postgresql":
         raise UserError(f"the hosts of a fleet store into one shared PostgreSQL registry (--db postgresql://...), "
                         f"not {mask(url)}; or pass --to-dir DIR to write bundles and `nodereg fleet collect DIR`")

@@ -49,6 +49,9 @@ def match(
                                                                    "hockney (latency/bandwidth fit of the ping-pong), "
                                                                    "branikas (Exchange model) or boosted (boosted "
                                                                    "trees on the ping-pong and Exchange); docs/mpi.md."),
+    fabric: str = typer.Option(None, "--fabric", help="An MPI app whose ranks span nodes of this type: its "
+                                                       "communication on every node with the fabric profile "
+                                                       "that `nodereg fleet mpi TYPE` measured between them."),
     configs: bool = typer.Option(False, "--configs", help="An MPI app: recommend ranks x threads per node type "
                                                           "(Castellanos), with the reasons."),
     portable: bool = typer.Option(False, "--portable", help="The app runs on any architecture (interpreted, JIT, "
@@ -81,8 +84,8 @@ def match(
 
     check_objective(objective, deadline, budget)
     identity = model_identity(model)  # an unknown model fails before any work
-    if identity[0] != model and (ranks or threads or configs):   # (an MPI trace with a scaling model: its runs' counts)
-        raise UserError(f"--ranks, --threads and --configs project with the projection model; --model {model} scales with the "
+    if identity[0] != model and (ranks or threads or configs or fabric):   # (an MPI trace with a scaling model: its runs' counts)
+        raise UserError(f"--ranks, --threads, --fabric and --configs project with the projection model; --model {model} scales with the "
                         "runs' thread counts: use one or the other")
     options = parse_assignments(option)
     create(model, options=options)    # ... and so does a bad option
@@ -92,8 +95,9 @@ def match(
         found = find_trace(conn, trace)
         if found.note:
             say(f"note: {found.note}", err=True)
+        comm = {"model": comm_model, "ranks": ranks, "threads": threads, "fabric": fabric}
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
-                             exclude=tuple(exclude or ()), comm={"model": comm_model, "ranks": ranks, "threads": threads})
+                             exclude=tuple(exclude or ()), comm=comm)
         caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
             caveats_mod.working_set_caveats(conn, inputs.phases, inputs.base, inputs.targets, inputs.suite)
         digest = None if no_store else inputs_digest(conn, inputs, identity, options)

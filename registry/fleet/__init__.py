@@ -6,3 +6,12 @@ Slurm does the scheduling: `submit` writes one batch script, a job array with on
 bundle in a shared directory that `collect` merges. `status` reads the tasks' states from squeue
 and sacct, the exit status each task writes, and which profiles have landed (status.py).
 """
+
+# A fabric's profile (`nodereg fleet mpi TYPE`, fabric.py) is stored as a node of its own, named
+# here so that `match`, which leaves such nodes out of its candidates, needs nothing else of the fleet.
+FABRIC_PREFIX = "fabric:"
+
+
+def fabric_node(node_type: str) -> str:
+    """The node a type's fabric profile is stored under."""
+    return f"{FABRIC_PREFIX}{node_type}"

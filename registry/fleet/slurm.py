@@ -96,6 +96,13 @@ def queue(job: str) -> dict[int, dict]:
             for task, state, node, reason in _table(res, 4) if task.isdigit()}
 
 
+def queue_job(job: str) -> dict | None:
+    """{state, reason} of a job that is not an array, while the controller knows it (None: not)."""
+    res = run("squeue", f"--jobs={job}", "--states=all", "--noheader", "--format=%T|%r", check=False)
+    rows = _table(res, 2)
+    return {"state": rows[0][0], "reason": rows[0][1]} if rows else None
+
+
 def accounting(job: str) -> dict[int, dict]:
     """Array task -> {state, exit_code, node} from Slurm's accounting, where the cluster keeps it
     (sacct says so and fails where it does not: nothing then)."""

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 
 from registry.db.statement import execute
 from registry.errors import UserError
+from registry.fleet import fabric_node
 from registry.models.base import NodePrediction
-from registry.models.comm import CommModel, CommProfile, JacobiFigure, create
-from registry.trace.mpi import SOURCE
+from registry.models.comm import SOURCE, CommModel, CommProfile, JacobiFigure, create
+from registry.values import command_line
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -102,6 +103,7 @@ class CommInputs:
     traced_runs: list[tuple[int, float, float]] = field(default_factory=list)
     threads_asked: bool = False                 # --threads: the program runs that many (and --configs tries up to it)
     parallel: ParallelShare | None = None       # how much of a rank's computation its threads share (None: unknown)
+    fabric: str | None = None                   # --fabric: the fabric node (fabric:TYPE) the ranks talk through
     fitted: dict[str, CommModel | None] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)      # node -> why its model could not be fitted
 
@@ -148,15 +150,17 @@ class CommInputs:
 
 
 def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MODEL,
-         ranks: int | None = None, threads: int | None = None) -> CommInputs | None:
+         ranks: int | None = None, threads: int | None = None, fabric: str | None = None) -> CommInputs | None:
     """The communication inputs of `trace` (None: not an MPI trace, and no rank or thread count asked
     for). `threads`: threads per rank the program runs (OpenMP or a threaded BLAS, which the trace
-    may not see: a run at one thread per rank shows none)."""
+    may not see: a run at one thread per rank shows none). `fabric`: a node type whose fabric
+    profile (`nodereg fleet mpi TYPE`) the ranks talk through, between nodes."""
     doc = trace.meta.get("mpi")
     create(model)                                   # an unknown model fails before any work
     if not doc:
-        if ranks is not None or threads is not None:
-            raise UserError(f"--{'ranks' if ranks is not None else 'threads'} projects an MPI program's ranks x "
+        if ranks is not None or threads is not None or fabric is not None:
+            flag = "ranks" if ranks is not None else "threads" if threads is not None else "fabric"
+            raise UserError(f"--{flag} projects an MPI program's ranks x "
                             f"threads, and the trace of {trace.name!r} has no ranks: trace it through its launcher "
                             "(nodereg trace -- mpirun -np N ...)")
         return None
@@ -165,9 +169,14 @@ def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MOD
             raise UserError(f"{flag} must be 1 or more")
     traced, traced_threads = int(doc["ranks"]), threads_per_rank(trace.meta)
     runs = _mpi_traces(conn, trace)
-    return CommInputs(model, load_profiles(conn), traced, traced_threads, ranks or traced, threads or traced_threads,
+    profiles = load_profiles(conn)
+    if fabric is not None and fabric_node(fabric) not in profiles:
+        raise UserError(f"no fabric profile of {fabric!r} (node {fabric_node(fabric)}): measure it between two of its "
+                        f"hosts with {command_line('nodereg', 'fleet', 'mpi', fabric, '-w', 'HOSTS')}")
+    return CommInputs(model, profiles, traced, traced_threads, ranks or traced, threads or traced_threads,
                       base_cpus, [(r.cpus, r.wall_s, r.max_mpi_s) for r in runs if r.max_mpi_s is not None],
-                      threads_asked=threads is not None, parallel=parallel_share(runs))
+                      threads_asked=threads is not None, parallel=parallel_share(runs),
+                      fabric=fabric_node(fabric) if fabric is not None else None)
 
 
 _TRACES = """
@@ -276,8 +285,11 @@ def communication(sig: dict, comm_s: float, comm: CommInputs, base: str, nodes: 
                                          f"(nodereg profile {base} --kernels mpi)")
         warnings.append(f"{why}; the communication time ({comm_s:.3g} s) is kept on every node")
     out, kept = {}, []
+    if comm.fabric:
+        warnings.append(f"communication between nodes: projected on every node with the figures of {comm.fabric} "
+                        "(nodereg fleet mpi), the base's with its own")
     for n in nodes:
-        model = comm.node_model(n)
+        model = comm.node_model(comm.fabric or n)
         if base_model is None or base_t <= 0 or model is None:
             if base_model is not None and model is None:
                 kept.append(n)

@@ -26,6 +26,7 @@ import numpy as np
 from registry.db.read import read_arrays
 from registry.db.statement import execute
 from registry.errors import UserError
+from registry.fleet import FABRIC_PREFIX
 from registry.models.base import Matrix, ReferenceSet
 from registry.profile import vectors
 from registry.values import command_line
@@ -315,8 +316,11 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     if base not in set(names.tolist()):
         raise UserError(f"the base node {base!r} is not registered: profile it first "
                         f"({command_line('nodereg', 'profile', base)})")
+    # a fabric's profile (`nodereg fleet mpi`) is no node to run on: the communication models read it
+    kept = np.array([not str(n).startswith(FABRIC_PREFIX) for n in names], dtype=bool)
     if nodes:
-        kept = np.isin(names, list(set(nodes) | {base}))
+        kept &= np.isin(names, list(set(nodes) | {base}))
+    if not kept.all():
         node_table = {c: a[kept] for c, a in node_table.items()}
         names = node_table["node"]
     held = suites(conn)
@@ -357,7 +361,9 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
             a[kept] for a in (node, throughput, threads, key, placement, combo_code))
     cpus_of = np.array([int(c) if c == c else 1 for c in node_table["n_cpus"].astype(float)], dtype=np.int64)
     threads = np.where(threads == 0, cpus_of[node], threads)   # an imported 'all' config: the node's CPUs
-    throughput = _pool_one_thread(_hardware(node_table)[node], key, placement, threads, throughput)
+    hardware = _hardware(node_table)
+    if (hardware >= 0).any():   # (most registries: no two nodes on one machine, nothing to pool, no pass over the runs)
+        throughput = _pool_one_thread(hardware[node], key, placement, threads, throughput)
     base_id = int(node_table["node_id"][base_code])
     features = _base_features(read_arrays(conn, _FEATURES, {"node": base_id, **by_suite}))
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}

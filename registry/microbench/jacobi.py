@@ -30,12 +30,13 @@ def spec(n: int, depth: int, msgs: int, ops: int) -> str:
 
 
 def launch(node_mpi: mpi.Mpi, program: Path, cpus: Sequence[int], configs: Sequence[tuple[int, int, int, int]],
-           reps: int, target_s: float, timeout_s: float) -> tuple[list[int], list[dict]]:
-    """Run the (n, depth, msgs, ops) `configs` on one rank per CPU: (the CPU each rank ran on, one
-    record per configuration: {n, depth, msgs, ops, bytes, ws, steps, times, comm, comp, checksum})."""
+           reps: int, target_s: float, timeout_s: float) -> tuple[dict, list[dict]]:
+    """Run the (n, depth, msgs, ops) `configs` on one rank per CPU: (where the ranks ran: {cpus,
+    hosts}, one record per configuration: {n, depth, msgs, ops, bytes, ws, steps, times, comm, comp,
+    checksum})."""
     cmd = [*mpi.launcher(node_mpi, len(cpus)), str(program), ",".join(map(str, cpus)),
            ",".join(spec(*c) for c in configs), str(reps), f"{target_s:g}"]
-    return mpi.run(node_mpi, cmd, cpus, timeout_s)
+    return mpi.run(node_mpi, cmd, list(cpus), timeout_s)
 
 
 def check(node_mpi: mpi.Mpi, program: Path, cpus: Sequence[int], config: tuple[int, int, int, int], steps: int,
@@ -43,5 +44,5 @@ def check(node_mpi: mpi.Mpi, program: Path, cpus: Sequence[int], config: tuple[i
     """The global grid after `steps` steps of `config` from the initial one (the program's check mode)."""
     cmd = [*mpi.launcher(node_mpi, len(cpus)), str(program), ",".join(map(str, cpus)), "check", spec(*config),
            str(steps)]
-    _, records = mpi.run(node_mpi, cmd, cpus, timeout_s)
+    _, records = mpi.run(node_mpi, cmd, list(cpus), timeout_s)
     return records[0]["grid"]

@@ -19,6 +19,12 @@ itself to its CPU, so the launcher is told to bind nothing. With Open MPI (Debia
   node that needs another transport; OMPI_MCA_btl_vader_single_copy_mechanism=none where the
   kernel refuses cross-memory attach between ranks, as in some containers).
 
+Across nodes (`nodereg fleet mpi`, a Slurm job of several nodes: `per_node` ranks on each) none
+of the node-local settings apply: Open MPI takes the job's allocation and starts its daemons
+through Slurm, and picks the fabric's transport itself (UCX, libfabric, TCP: what a real MPI
+program of the site gets); the launcher places `per_node` ranks on each node and each rank pins
+itself to a CPU the job was given there (the kernels' `local` CPUs).
+
 A launch runs under a time limit; past it, or on Ctrl-C, the launcher's whole process tree (every
 rank) is killed. A launch that fails or stops early gives a one-line error and no measurement.
 """
@@ -85,23 +91,28 @@ def binary(mpi: Mpi) -> Path:
                      depends=[source(COMMON)])
 
 
-def launcher(mpi: Mpi, ranks: int) -> list[str]:
-    """The launcher's command line up to the program, for `ranks` ranks (see the module's docstring)."""
+def launcher(mpi: Mpi, ranks: int, per_node: int | None = None) -> list[str]:
+    """The launcher's command line up to the program, for `ranks` ranks (`per_node` on each node of
+    a job across nodes; see the module's docstring)."""
     launch = [mpi.mpirun]
     if mpi.open_mpi:
-        launch += ["--oversubscribe", "--bind-to", "none"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+        launch += ["--oversubscribe"] if per_node is None else ["--map-by", f"ppr:{per_node}:node", "--rank-by", "node"]
+        launch += ["--bind-to", "none"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     return [*launch, "-n", str(ranks)]
 
 
-def environment(mpi: Mpi) -> dict[str, str]:
-    """The launcher's environment: ours for Open MPI, under the node's own OMPI_MCA_* settings."""
-    return {**(OPEN_MPI_ENV if mpi.open_mpi else {}), **os.environ}
+def environment(mpi: Mpi, across_nodes: bool = False) -> dict[str, str]:
+    """The launcher's environment: ours for Open MPI on one node, under the node's own OMPI_MCA_*
+    settings; the job's own across nodes."""
+    return {**(OPEN_MPI_ENV if mpi.open_mpi and not across_nodes else {}), **os.environ}
 
 
-def command(mpi: Mpi, program: Path, cpus: Sequence[int], kernels: Sequence[str], sizes: Sequence[int],
-            reps: int, target_s: float) -> list[str]:
-    """The command line that runs the kernels on one rank per CPU of `cpus`."""
-    return [*launcher(mpi, len(cpus)), str(program), ",".join(map(str, cpus)), ",".join(kernels),
+def command(mpi: Mpi, program: Path, cpus: Sequence[int] | int, kernels: Sequence[str], sizes: Sequence[int],
+            reps: int, target_s: float, per_node: int | None = None) -> list[str]:
+    """The command line that runs the kernels on one rank per CPU of `cpus`, or on `cpus` ranks
+    placed `per_node` to a node, each on a CPU of its node's own (`local`)."""
+    ranks, where = (cpus, "local") if per_node else (len(cpus), ",".join(map(str, cpus)))
+    return [*launcher(mpi, ranks, per_node), str(program), where, ",".join(kernels),
             ",".join(map(str, sizes)), str(reps), f"{target_s:g}"]
 
 
@@ -117,17 +128,20 @@ def _failure(stderr: str, code: int) -> str:
     return (lines[0][:200] if lines else "no message") + f" (exit status {code})"
 
 
-def launch(mpi: Mpi, program: Path, cpus: Sequence[int], kernels: Sequence[str], sizes: Sequence[int], reps: int,
-           target_s: float, timeout_s: float) -> tuple[list[int], list[dict]]:
-    """Run the kernels on one rank per CPU; (the CPU each rank ran on, one record per kernel and
-    size: {kernel, bytes, iters, times})."""
-    return run(mpi, command(mpi, program, cpus, kernels, sizes, reps, target_s), cpus, timeout_s)
+def launch(mpi: Mpi, program: Path, cpus: Sequence[int] | int, kernels: Sequence[str], sizes: Sequence[int],
+           reps: int, target_s: float, timeout_s: float, per_node: int | None = None) -> tuple[dict, list[dict]]:
+    """Run the kernels on one rank per CPU (or `cpus` ranks, `per_node` to a node: see `command`);
+    (where the ranks ran: {cpus, hosts}, one record per kernel and size: {kernel, bytes, iters, times})."""
+    return run(mpi, command(mpi, program, cpus, kernels, sizes, reps, target_s, per_node), cpus, timeout_s, per_node)
 
 
-def run(mpi: Mpi, cmd: list[str], cpus: Sequence[int], timeout_s: float) -> tuple[list[int], list[dict]]:
-    """Run a kernel program's launch `cmd` (one rank per CPU of `cpus`): the CPU each rank ran on,
-    and the program's records (JSON lines between its {"cpus"} and {"done"} lines) of a kernel."""
-    env = environment(mpi)
+def run(mpi: Mpi, cmd: list[str], cpus: Sequence[int] | int, timeout_s: float,
+        per_node: int | None = None) -> tuple[dict, list[dict]]:
+    """Run a kernel program's launch `cmd` (its ranks as `launch` says them): where the ranks ran
+    ({cpus, hosts}: the program's first line) and its records of a kernel, up to its {"done"} line."""
+    env = environment(mpi, across_nodes=per_node is not None)
+    ranks = cpus if per_node else len(cpus)
+    where = f"{ranks} ranks, {per_node} per node" if per_node else f"{ranks} ranks on CPUs {','.join(map(str, cpus))}"
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env,
                                 start_new_session=True)
@@ -137,13 +151,13 @@ def run(mpi: Mpi, cmd: list[str], cpus: Sequence[int], timeout_s: float) -> tupl
             kill_tree(proc.pid)
             proc.wait()
             if isinstance(exc, subprocess.TimeoutExpired):
-                raise UserError(f"the MPI launch ({len(cpus)} ranks on CPUs {','.join(map(str, cpus))}) did not "
+                raise UserError(f"the MPI launch ({where}) did not "
                                 f"finish within {timeout_s:g} s (NODEREG_MPI_TIMEOUT): every rank was killed") from None
             raise
         err.seek(0)
         stderr = err.read()
     records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not records or not records[-1].get("done") or "cpus" not in records[0]:
-        raise UserError(f"the MPI launch ({Path(mpi.mpirun).name} -n {len(cpus)}) failed: "
+        raise UserError(f"the MPI launch ({Path(mpi.mpirun).name} -n {ranks}) failed: "
                         f"{_failure(stderr, proc.returncode)}")
-    return records[0]["cpus"], [r for r in records[1:-1] if "kernel" in r]
+    return records[0], [r for r in records[1:-1] if "kernel" in r]

@@ -44,6 +44,10 @@ import numpy as np
 from registry.errors import UserError
 from registry.values import plural
 
+# the signature source of a phase's communication figures (registry/trace/mpi.py writes it; here, not
+# there, so that `match` does not import the MPI tracer and the kernels' build to read it)
+SOURCE = "mpi"
+
 GROUP = "nodereg.comm_models"
 BRANIKAS_BASE_BYTES = 4096
 BRANIKAS_MIN_BYTES = 32768

@@ -57,19 +57,32 @@ def measure(configs: Sequence[Config], policy: RepPolicy,
         program = mpi.binary(node_mpi)
         kernels = list(dict.fromkeys(c.ub.kernel for c in group))
         sizes = sorted({c.msg_bytes for c in group})
-        ran_on, records = mpi.launch(node_mpi, program, cpus, kernels, sizes, reps, policy.target_s,
-                                     timeout_s(group, policy))
-        if tuple(ran_on) != cpus:
-            raise UserError(f"MPI ranks pinned to CPUs {list(cpus)} ran on {ran_on}: CPU pinning does not work here")
-        found = {(r["kernel"], r["bytes"]): r for r in records}
-        for config in group:
-            rec = found.get((config.ub.kernel, config.msg_bytes))
-            if rec is None:
-                raise UserError(f"the MPI launch reported no {config.ub.name} of {config.msg_bytes} bytes")
-            times, iters = [float(t) for t in rec["times"]], int(rec["iters"])
-            out.append(Measurement(config, times, iters, 1, None, MESSAGES[config.ub.kernel] * config.msg_bytes * iters,
-                                   0.0, tuple(ran_on), policy.is_unstable(times)))
-            advance(config, estimate_s(config, policy))
+        ran, records = mpi.launch(node_mpi, program, cpus, kernels, sizes, reps, policy.target_s,
+                                  timeout_s(group, policy))
+        out += measurements(group, records, pinned(cpus, ran), policy, advance)
+    return out
+
+
+def pinned(cpus: tuple[int, ...], ran: dict) -> tuple[int, ...]:
+    """The CPUs a launch's ranks ran on (its first record), which must be those they were pinned to."""
+    if tuple(ran["cpus"]) != cpus:
+        raise UserError(f"MPI ranks pinned to CPUs {list(cpus)} ran on {ran['cpus']}: CPU pinning does not work here")
+    return cpus
+
+
+def measurements(group: Sequence[Config], records: Sequence[dict], ran_on: Sequence[int], policy: RepPolicy,
+                 advance: Callable[[Config, float], None]) -> list[Measurement]:
+    """The measurements of the configs of one launch, from its records (one per kernel and size)."""
+    found = {(r["kernel"], r["bytes"]): r for r in records}
+    out = []
+    for config in group:
+        rec = found.get((config.ub.kernel, config.msg_bytes))
+        if rec is None:
+            raise UserError(f"the MPI launch reported no {config.ub.name} of {config.msg_bytes} bytes")
+        times, iters = [float(t) for t in rec["times"]], int(rec["iters"])
+        out.append(Measurement(config, times, iters, 1, None, MESSAGES[config.ub.kernel] * config.msg_bytes * iters,
+                               0.0, tuple(ran_on), policy.is_unstable(times)))
+        advance(config, estimate_s(config, policy))
     return out
 
 
@@ -82,10 +95,9 @@ def _measure_jacobi(node_mpi: mpi.Mpi, cpus: tuple[int, ...], group: list[Config
     """The Jacobi data generator's configurations of one rank count, in one launch: per
     configuration the steps' times, and apart the halo exchange's and the sweep's."""
     program = jacobi.binary(node_mpi)
-    ran_on, records = jacobi.launch(node_mpi, program, cpus, [_jacobi_params(c) for c in group], reps,
-                                    policy.target_s, timeout_s(group, policy))
-    if tuple(ran_on) != cpus:
-        raise UserError(f"MPI ranks pinned to CPUs {list(cpus)} ran on {ran_on}: CPU pinning does not work here")
+    ran, records = jacobi.launch(node_mpi, program, cpus, [_jacobi_params(c) for c in group], reps,
+                                 policy.target_s, timeout_s(group, policy))
+    ran_on = pinned(cpus, ran)
     found = {(r["n"], r["depth"], r["msgs"], r["ops"]): r for r in records}
     out = []
     for config in group:

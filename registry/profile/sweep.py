@@ -66,6 +66,7 @@ class Config:
     level: str | None = field(default=None, compare=False)
     ws_level: str | None = field(default=None, compare=False)
     msg_bytes: int | None = None  # mpi: message size (threads: ranks, one per CPU of cpus)
+    nodes: int | None = None      # mpi across nodes (`nodereg fleet mpi`): the job's nodes (threads: all its ranks)
     msgs: int | None = None       # jacobi: messages per time step (n: points per side of a rank's grid)
     ops: int | None = None        # jacobi: operations per grid point and step
 
@@ -80,7 +81,8 @@ class Config:
             return {"n": self.n, "line": self.line}
         if family == "mpi":
             grid = {"n": self.n, "msgs": self.msgs, "ops": self.ops} if self.ub.name == "jacobi" else {}
-            return {"bytes": self.msg_bytes, "ranks": self.threads, **grid}
+            return {"bytes": self.msg_bytes, "ranks": self.threads, **({"nodes": self.nodes} if self.nodes else {}),
+                    **grid}
         return {}
 
     @property

@@ -29,11 +29,11 @@ from registry.errors import UserError
 from registry.io.tracefile import Phase
 from registry.measure.runner import Marker
 from registry.microbench import mpi, pmpi
+from registry.models.comm import SOURCE
 from registry.trace import phases as trace_phases
 
 LAUNCHERS = {"mpirun", "mpiexec", "orterun", "mpirun.openmpi", "mpiexec.openmpi", "mpiexec.hydra", "mpirun.mpich",
              "mpiexec.mpich", "srun"}
-SOURCE = "mpi"
 NEEDED_BY = ("tracing an MPI program needs one (its PMPI library is built with the node's mpicc; --no-mpi traces "
              "the launcher's processes only)")
 
