@@ -239,23 +239,30 @@ def _jacobi_profile(conn, node, slower, slower_big=None):
                                                         "tpi_us": 3 * msgs * per_message}, "run_id")
 
 
-@both_backends
-def test_boosted_reads_each_nodes_jacobi_figures(cli, registry, db_url):
-    """The nodes' latest profiles hold the Jacobi generator: `boosted` trains on them, and the
-    communication part moves by the ratio of the two nodes' exchanges (a third on `fast`)."""
-    registry(mpi_nodes=("b", "fast"))
+def _boosted_on_jacobi(cli, registry, db_url, trace, fast_big):
+    """Match `trace` with boosted on Jacobi profiles of b (3x slower than fast's law) and fast (at
+    16 MiB a rank `fast_big` x slower): (the halo phase's and the compute phase's per-node figures,
+    the warnings)."""
+    registry(trace, mpi_nodes=("b", "fast"))
     reg = open_registry(db_url)
     with reg.begin() as conn:
         _jacobi_profile(conn, "b", 3.0)
-        _jacobi_profile(conn, "fast", 1.0)
+        _jacobi_profile(conn, "fast", 1.0, slower_big=fast_big)
     reg.close()
     res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--comm-model", "boosted", "--nodes", "b,fast")
     assert res.code == 0, res.err
     doc = json.loads(res.out)
-    halo = next(p for p in doc["phases"] if p["name"] == "halo")["per_node"]
-    compute = next(p for p in doc["phases"] if p["name"] == "compute")["per_node"]
+    phases = {p["name"]: p["per_node"] for p in doc["phases"]}
+    return phases["halo"], phases["compute"], doc["warnings"]
+
+
+@both_backends
+def test_boosted_reads_each_nodes_jacobi_figures(cli, registry, db_url):
+    """The nodes' latest profiles hold the Jacobi generator: `boosted` trains on them, and the
+    communication part moves by the ratio of the two nodes' exchanges (a third on `fast`)."""
+    halo, compute, warnings = _boosted_on_jacobi(cli, registry, db_url, _mpi_trace(), None)
     assert halo["fast"]["predicted_s"] == pytest.approx(0.2 * compute["fast"]["predicted_s"] + 0.8 * 10.0 / 3, rel=0.02)
-    assert not any("boosted" in w for w in doc["warnings"])    # 1 MiB messages, 2 ranks: inside the sweep
+    assert not any("boosted" in w for w in warnings)    # 1 MiB messages, 2 ranks: inside the sweep
 
 
 def test_boosted_reads_the_phases_working_set(cli, registry, db_url):
@@ -263,17 +270,7 @@ def test_boosted_reads_the_phases_working_set(cli, registry, db_url):
     as `b` there (only its small working sets are three times faster), and the prediction says so."""
     trace = _mpi_trace()
     trace.phases[1].signature["proc"]["wss_mb"] = 32.0
-    registry(trace, mpi_nodes=("b", "fast"))
-    reg = open_registry(db_url)
-    with reg.begin() as conn:
-        _jacobi_profile(conn, "b", 3.0)
-        _jacobi_profile(conn, "fast", 1.0, slower_big=3.0)
-    reg.close()
-    res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--comm-model", "boosted", "--nodes", "b,fast")
-    assert res.code == 0, res.err
-    doc = json.loads(res.out)
-    halo = next(p for p in doc["phases"] if p["name"] == "halo")["per_node"]
-    compute = next(p for p in doc["phases"] if p["name"] == "compute")["per_node"]
+    halo, compute, _ = _boosted_on_jacobi(cli, registry, db_url, trace, 3.0)
     assert halo["fast"]["predicted_s"] == pytest.approx(0.2 * compute["fast"]["predicted_s"] + 0.8 * 10.0, rel=0.05)
 
 
