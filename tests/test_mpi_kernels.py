@@ -82,7 +82,7 @@ def test_plan_without_mpi_notes_or_refuses():
         sweep.plan(inv, topo, "default", catalog.select("mpi"), [2], mpi_missing="no MPI found (mpicc not on PATH)")
 
 
-def test_no_mpi_is_one_line(cli, db_url, path_without_mpi):
+def test_no_mpi_is_one_line(cli, db_url, path_without_mpi):  # noqa: F811
     assert mpi.missing() == "no MPI found (mpicc and mpirun not on PATH)"
     assert cli("init").code == 0
     res = cli("profile", "nompi", "--kernels", "mpi")

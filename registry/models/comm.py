@@ -127,7 +127,7 @@ class CommModel(abc.ABC):
 
     def seconds(self, sig: dict, ranks: int) -> float:
         """Model time of a phase's communication per rank: point-to-point plus collectives."""
-        msgs, nbytes = float(sig.get("msgs") or 0.0), float(sig.get("msg_bytes") or 0.0)
+        msgs = float(sig.get("msgs") or 0.0)
         coll, coll_bytes = float(sig.get("coll") or 0.0), float(sig.get("coll_bytes") or 0.0)
         total = self.phase_point_to_point_s(sig, ranks) if msgs > 0 else 0.0
         if coll > 0:
