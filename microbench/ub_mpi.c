@@ -27,41 +27,9 @@
  * finally {"done":true}. Errors: one line {"error":"..."} on stderr and a non-zero exit.
  */
 #define _GNU_SOURCE
-#include <mpi.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define MAX_LIST 64
-#define HOST_CHARS 64
-
-static int rank, nranks;
-
-static void fail(const char *msg) {
-    if (rank == 0)
-        fprintf(stderr, "{\"error\":\"%s\"}\n", msg);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-}
-
-/* Comma-separated non-negative integers into out[]; returns how many (0 on a malformed list). */
-static int parse_list(const char *text, long *out) {
-    int n = 0;
-    const char *p = text;
-    while (*p && n < MAX_LIST) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0)
-            return 0;
-        out[n++] = v;
-        if (*end == ',')
-            end++;
-        else if (*end)
-            return 0;
-        p = end;
-    }
-    return *p ? 0 : n;
-}
+#include "ub_mpi_common.h"
 
 /* `local` CPUs: rank r's entry is the i-th CPU of its own starting affinity, i its rank among the ranks
  * of its node (MPI_COMM_TYPE_SHARED), wrapping round when a node has more ranks than CPUs; gathered so
@@ -157,22 +125,9 @@ int main(int argc, char **argv) {
     int ncpus = local ? local_cpus(cpus) : parse_list(argv[1], cpus), nsizes = parse_list(argv[3], sizes);
     long reps = atol(argv[4]);
     double target = atof(argv[5]);
-    if (ncpus < nranks)
-        fail("fewer CPUs than ranks");
     if (nsizes == 0 || reps < 1 || target <= 0)
         fail("malformed sizes, repetitions or target");
-
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET((int)cpus[rank], &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        fail("cannot pin a rank to its CPU");
-    int here = sched_getcpu(), where[MAX_LIST], len = 0;
-    MPI_Gather(&here, 1, MPI_INT, where, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    char host[MPI_MAX_PROCESSOR_NAME] = "", hosts[MAX_LIST][HOST_CHARS];
-    MPI_Get_processor_name(host, &len);
-    host[HOST_CHARS - 1] = 0;
-    MPI_Gather(host, HOST_CHARS, MPI_CHAR, hosts, HOST_CHARS, MPI_CHAR, 0, MPI_COMM_WORLD);
+    pin_ranks(cpus, ncpus);
 
     long biggest = 8;
     for (int i = 0; i < nsizes; i++)
@@ -184,17 +139,6 @@ int main(int argc, char **argv) {
         fail("out of memory for the message buffers");
     for (long i = 0; i < biggest / 8; i++)   /* first touch by the rank that uses them */
         ((double *)sbuf)[i] = rank + 1.0, ((double *)rbuf_l)[i] = 0, ((double *)rbuf_r)[i] = 0;
-
-    if (rank == 0) {
-        printf("{\"ranks\":%d,\"cpus\":[", nranks);
-        for (int r = 0; r < nranks; r++)
-            printf("%s%d", r ? "," : "", where[r]);
-        printf("],\"hosts\":[");
-        for (int r = 0; r < nranks; r++)
-            printf("%s\"%s\"", r ? "," : "", hosts[r]);
-        printf("]}\n");
-        fflush(stdout);
-    }
 
     char *kernels = strdup(argv[2]), *save = NULL;
     for (char *name = strtok_r(kernels, ",", &save); name; name = strtok_r(NULL, ",", &save)) {

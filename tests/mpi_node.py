@@ -1,7 +1,8 @@
-"""The node's MPI for the tests that launch ranks (test_mpi_kernels, test_pmpi_shim): a skip with
+"""The node's MPI for the tests that launch ranks (test_mpi_kernels, test_pmpi_shim, test_jacobi): a skip with
 the reason where it is missing, a failure with NODEREG_REQUIRE_MPI=1 (.ci/run installs Open MPI)."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +24,17 @@ def node_mpi(tmp_path_factory):
         del os.environ["NODEREG_BUILD_CACHE"]
     else:
         os.environ["NODEREG_BUILD_CACHE"] = old
+
+
+@pytest.fixture
+def path_without_mpi(tmp_path, monkeypatch):
+    """PATH as it is, less every MPI program (a directory of links to everything else)."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        for entry in Path(folder).glob("*") if Path(folder).is_dir() else ():
+            name = entry.name
+            if not name.startswith(("mpi", "orte", "ompi", "oshrun")) and not (bare / name).exists():
+                (bare / name).symlink_to(entry)
+    monkeypatch.setenv("PATH", str(bare))
+    monkeypatch.delenv("NODEREG_MPIRUN", raising=False)

@@ -215,6 +215,65 @@ def test_branikas_and_the_rank_count(cli, registry):
     assert one["predicted_s"] < 0.2 * 10 * 2.5      # only the computation, at 1 CPU instead of 2
 
 
+def _jacobi_profile(conn, node, slower, slower_big=None):
+    """A later profile of `node` with Jacobi figures only (what `profile --kernels jacobi` stores):
+    the halo exchange per step of a law in message size, working set and load, times `slower`
+    (`slower_big` at the larger working set, 16 MiB a rank)."""
+    node_id = conn.exec_driver_sql(f"SELECT node_id FROM nodes WHERE name = '{node}'").scalar()
+    prof = insert_returning(conn, "profiles", {"uid": f"jac{node}", "node_id": node_id, "mode": "custom",
+                                               "started_at": utcnow(), "status": "complete"}, "profile_id")
+    ub_id = insert_returning(conn, "microbenchmarks", {"name": "jacobi", "family": "mpi", "n_streams": 0}, "ub_id") \
+        if node == "b" else conn.exec_driver_sql("SELECT ub_id FROM microbenchmarks WHERE name = 'jacobi'").scalar()
+    for n in (128, 1024):
+        for depth in (1, 16, 128):
+            for msgs, ops in ((2, 1), (8, 1), (2, 16), (8, 16)):
+                m = depth * n * 8
+                key = json.dumps({"bytes": m, "msgs": msgs, "n": n, "ops": ops, "placement": "compact", "ranks": 2,
+                                  "threads": 2, "ub": "jacobi", "node": node})
+                cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": key, "threads": 2,
+                                                            "placement": "compact", "unit": "us"}, "config_id")
+                factor = slower_big if slower_big and n == 1024 else slower
+                per_message = (2.0 + m / 5e3) * (1.5 if ops == 1 and n == 1024 else 1.0) * factor
+                insert_returning(conn, "profile_runs", {"profile_id": prof, "config_id": cid, "reps": 3,
+                                                        "median_s": 1.0, "unstable": False, "value": msgs * per_message,
+                                                        "tpi_us": 3 * msgs * per_message}, "run_id")
+
+
+def _boosted_on_jacobi(cli, registry, db_url, trace, fast_big):
+    """Match `trace` with boosted on Jacobi profiles of b (3x slower than fast's law) and fast (at
+    16 MiB a rank `fast_big` x slower): (the halo phase's and the compute phase's per-node figures,
+    the warnings)."""
+    registry(trace, mpi_nodes=("b", "fast"))
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        _jacobi_profile(conn, "b", 3.0)
+        _jacobi_profile(conn, "fast", 1.0, slower_big=fast_big)
+    reg.close()
+    res = cli("match", "mpiapp", "--json", "--explain", "--no-store", "--comm-model", "boosted", "--nodes", "b,fast")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    phases = {p["name"]: p["per_node"] for p in doc["phases"]}
+    return phases["halo"], phases["compute"], doc["warnings"]
+
+
+@both_backends
+def test_boosted_reads_each_nodes_jacobi_figures(cli, registry, db_url):
+    """The nodes' latest profiles hold the Jacobi generator: `boosted` trains on them, and the
+    communication part moves by the ratio of the two nodes' exchanges (a third on `fast`)."""
+    halo, compute, warnings = _boosted_on_jacobi(cli, registry, db_url, _mpi_trace(), None)
+    assert halo["fast"]["predicted_s"] == pytest.approx(0.2 * compute["fast"]["predicted_s"] + 0.8 * 10.0 / 3, rel=0.02)
+    assert not any("boosted" in w for w in warnings)    # 1 MiB messages, 2 ranks: inside the sweep
+
+
+def test_boosted_reads_the_phases_working_set(cli, registry, db_url):
+    """The halo phase's trace read a working set of 32 MB (16 MiB a rank): `fast` exchanges as slowly
+    as `b` there (only its small working sets are three times faster), and the prediction says so."""
+    trace = _mpi_trace()
+    trace.phases[1].signature["proc"]["wss_mb"] = 32.0
+    halo, compute, _ = _boosted_on_jacobi(cli, registry, db_url, trace, 3.0)
+    assert halo["fast"]["predicted_s"] == pytest.approx(0.2 * compute["fast"]["predicted_s"] + 0.8 * 10.0, rel=0.05)
+
+
 def test_configs_trade_computation_for_communication(cli, registry):
     registry()
     res = cli("match", "mpiapp", "--configs", "--json", "--no-store")

@@ -35,7 +35,7 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
     for kernel, levels in summary["bandwidth_gbs"].items():
         for level, per in levels.items():
             rows.append({"kernel": kernel, "level": level, **{f"{t} thr": per.get(t) for t in cols}})
-    if rows or not summary["mpi"]:   # a profile of only the MPI kernels has no bandwidth table
+    if rows or not (summary["mpi"] or summary["jacobi"]):   # a profile of only the MPI kernels has no bandwidth table
         print_table(rows, ["kernel", "level", *[f"{t} thr" for t in cols]],
                     title="bandwidth (GB/s), the best over each level's working sets and placements",
                     empty="no bandwidth kernels measured")
@@ -47,6 +47,8 @@ def _print_summary(summary: dict, threads: Sequence[int]) -> None:
         print_table(compute, ["kernel", *[f"{t} thr" for t in cols]], title="compute (G ops/s)")
     if summary["mpi"]:
         print_table(summary["mpi"], title="MPI on this node (us per operation, ping-pong one-way; GB/s)")
+    if summary["jacobi"]:
+        print_table(summary["jacobi"], title="Jacobi data generator (us per time step: halo exchange, sweep)")
 
 
 def _literal(name: str) -> str:

@@ -16,6 +16,7 @@ node when the base has none.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -24,7 +25,7 @@ from registry.db.statement import execute
 from registry.errors import UserError
 from registry.fleet import fabric_node
 from registry.models.base import NodePrediction
-from registry.models.comm import SOURCE, CommModel, CommProfile, create
+from registry.models.comm import SOURCE, CommModel, CommProfile, JacobiFigure, create
 from registry.values import command_line
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ DEFAULT_MODEL = "hockney"
 MIN_REL_ERROR = 0.1    # the communication part's interval: at least +-10%
 
 _MPI_ROWS = """
-SELECT n.name AS node, u.name AS kernel, c.threads AS ranks, c.placement, c.config_key, r.value, r.profile_id
+SELECT n.name AS node, u.name AS kernel, c.threads AS ranks, c.placement, c.config_key, r.value, r.tpi_us, r.profile_id
 FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id
 JOIN microbenchmarks u ON u.ub_id = c.ub_id JOIN profiles p ON p.profile_id = r.profile_id
 JOIN nodes n ON n.node_id = p.node_id
@@ -51,11 +52,17 @@ def load_profiles(conn: sa.Connection) -> dict[str, CommProfile]:
     for r in rows:
         if r["profile_id"] != latest[r["node"]]:
             continue
-        size = json.loads(r["config_key"]).get("bytes")
-        if size is None:
+        key = json.loads(r["config_key"])
+        if key.get("bytes") is None:
             continue
-        out.setdefault(r["node"], CommProfile(r["node"])).points.setdefault(r["kernel"], []).append(
-            (int(r["ranks"]), r["placement"], int(size), float(r["value"])))
+        profile = out.setdefault(r["node"], CommProfile(r["node"]))
+        if r["kernel"] == "jacobi":
+            profile.jacobi.append(JacobiFigure(int(r["ranks"]), r["placement"], int(key["bytes"]), int(key["msgs"]),
+                                               16 * int(key["n"]) ** 2, int(key["ops"]), float(r["value"]),
+                                               float(r["tpi_us"] or 0.0)))
+            continue
+        profile.points.setdefault(r["kernel"], []).append((int(r["ranks"]), r["placement"], int(key["bytes"]),
+                                                          float(r["value"])))
     return out
 
 
@@ -255,6 +262,9 @@ def project_phase(phase, time_s: float, comm: CommInputs | None, base: str, node
     if not sig:
         return result
     comm_s = time_s * share
+    wss_mb = phase.signature.get("proc", {}).get("wss_mb")    # the process tree's: every rank's (boosted reads it)
+    if wss_mb and math.isfinite(wss_mb):
+        sig = {**sig, "wss_bytes": wss_mb * 2**20}
     parts, warnings = communication(sig, comm_s, comm, base, nodes)
     result.predictions = {n: _added(p, parts[n]) for n, p in result.predictions.items()}
     result.time_s = time_s

@@ -43,6 +43,7 @@ from registry.measure.runner import kill_tree
 from registry.microbench.build import compile_c, source
 
 SOURCE = "ub_mpi.c"
+COMMON = "ub_mpi_common.h"      # what it shares with the Jacobi generator (registry.microbench.jacobi)
 BINARY = "nodereg-ub-mpi"
 INSTALL_HINT = "install an MPI with its compiler wrapper, e.g. apt-get install openmpi-bin libopenmpi-dev"
 OPEN_MPI_ENV = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader", "OMPI_MCA_plm": "isolated",
@@ -86,7 +87,8 @@ def find(needed_by: str = "the mpi kernels need one") -> Mpi:
 
 def binary(mpi: Mpi) -> Path:
     """The kernels built with the node's MPI (cached like the other kernels)."""
-    return compile_c([source(SOURCE)], BINARY, openmp=False, libs=(), cc=mpi.mpicc, identity=mpi.version)
+    return compile_c([source(SOURCE)], BINARY, openmp=False, libs=(), cc=mpi.mpicc, identity=mpi.version,
+                     depends=[source(COMMON)])
 
 
 def launcher(mpi: Mpi, ranks: int, per_node: int | None = None) -> list[str]:
@@ -130,7 +132,13 @@ def launch(mpi: Mpi, program: Path, cpus: Sequence[int] | int, kernels: Sequence
            reps: int, target_s: float, timeout_s: float, per_node: int | None = None) -> tuple[dict, list[dict]]:
     """Run the kernels on one rank per CPU (or `cpus` ranks, `per_node` to a node: see `command`);
     (where the ranks ran: {cpus, hosts}, one record per kernel and size: {kernel, bytes, iters, times})."""
-    cmd = command(mpi, program, cpus, kernels, sizes, reps, target_s, per_node)
+    return run(mpi, command(mpi, program, cpus, kernels, sizes, reps, target_s, per_node), cpus, timeout_s, per_node)
+
+
+def run(mpi: Mpi, cmd: list[str], cpus: Sequence[int] | int, timeout_s: float,
+        per_node: int | None = None) -> tuple[dict, list[dict]]:
+    """Run a kernel program's launch `cmd` (its ranks as `launch` says them): where the ranks ran
+    ({cpus, hosts}: the program's first line) and its records of a kernel, up to its {"done"} line."""
     env = environment(mpi, across_nodes=per_node is not None)
     ranks = cpus if per_node else len(cpus)
     where = f"{ranks} ranks, {per_node} per node" if per_node else f"{ranks} ranks on CPUs {','.join(map(str, cpus))}"

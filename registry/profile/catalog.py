@@ -110,6 +110,11 @@ MPI = (
                    "ring neighbours; us per step, bandwidth 4 x message / step time per rank", unit="us"),
     Microbenchmark("allreduce", "mpi", "allreduce", "MPI_Allreduce (sum) of message / 8 doubles over all ranks; "
                    "us per call", unit="us"),
+    # Branikas 2024's data generator (microbench/ub_jacobi.c): value = the halo exchange's us per
+    # time step (mean rank), tpi_us = the whole step's (slowest rank), bandwidth over the exchange
+    Microbenchmark("jacobi", "mpi", "jacobi", "Jacobi 5-point stencil, 1-D decomposed: per time step MSGS halo "
+                   "messages to the ring neighbours, then a sweep of OPS operations per point; us of halo "
+                   "exchange per step", unit="us"),
 )
 
 ALL = THESIS + BANDWIDTH + LATENCY + COMPUTE + MPI

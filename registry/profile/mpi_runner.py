@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from itertools import groupby
 
 from registry.errors import UserError
-from registry.microbench import mpi
+from registry.microbench import jacobi, mpi
 from registry.profile.runner import Measurement, estimate_s
 from registry.profile.stats import RepPolicy
 from registry.profile.sweep import Config
@@ -38,7 +38,7 @@ def timeout_s(configs: Sequence[Config], policy: RepPolicy) -> float:
 
 
 def _launch_key(config: Config) -> tuple:
-    return config.threads, config.placement, config.cpus
+    return config.threads, config.placement, config.cpus, config.ub.name == "jacobi"
 
 
 def measure(configs: Sequence[Config], policy: RepPolicy,
@@ -47,19 +47,27 @@ def measure(configs: Sequence[Config], policy: RepPolicy,
     if not configs:
         return []
     node_mpi = mpi.find()
-    program = mpi.binary(node_mpi)
     reps = policy.min_reps if policy.fixed else policy.max_reps
     out = []
-    for (_, _, cpus), group in groupby(sorted(configs, key=_launch_key), key=_launch_key):
+    for (_, _, cpus, grid), group in groupby(sorted(configs, key=_launch_key), key=_launch_key):
         group = list(group)
+        if grid:
+            out += _measure_jacobi(node_mpi, cpus, group, policy, reps, advance)
+            continue
+        program = mpi.binary(node_mpi)
         kernels = list(dict.fromkeys(c.ub.kernel for c in group))
         sizes = sorted({c.msg_bytes for c in group})
         ran, records = mpi.launch(node_mpi, program, cpus, kernels, sizes, reps, policy.target_s,
                                   timeout_s(group, policy))
-        if tuple(ran["cpus"]) != cpus:
-            raise UserError(f"MPI ranks pinned to CPUs {list(cpus)} ran on {ran['cpus']}: CPU pinning does not work here")
-        out += measurements(group, records, ran["cpus"], policy, advance)
+        out += measurements(group, records, pinned(cpus, ran), policy, advance)
     return out
+
+
+def pinned(cpus: tuple[int, ...], ran: dict) -> tuple[int, ...]:
+    """The CPUs a launch's ranks ran on (its first record), which must be those they were pinned to."""
+    if tuple(ran["cpus"]) != cpus:
+        raise UserError(f"MPI ranks pinned to CPUs {list(cpus)} ran on {ran['cpus']}: CPU pinning does not work here")
+    return cpus
 
 
 def measurements(group: Sequence[Config], records: Sequence[dict], ran_on: Sequence[int], policy: RepPolicy,
@@ -74,5 +82,31 @@ def measurements(group: Sequence[Config], records: Sequence[dict], ran_on: Seque
         times, iters = [float(t) for t in rec["times"]], int(rec["iters"])
         out.append(Measurement(config, times, iters, 1, None, MESSAGES[config.ub.kernel] * config.msg_bytes * iters,
                                0.0, tuple(ran_on), policy.is_unstable(times)))
+        advance(config, estimate_s(config, policy))
+    return out
+
+
+def _jacobi_params(config: Config) -> tuple[int, int, int, int]:
+    return config.n, config.msg_bytes // (8 * config.n), config.msgs, config.ops
+
+
+def _measure_jacobi(node_mpi: mpi.Mpi, cpus: tuple[int, ...], group: list[Config], policy: RepPolicy, reps: int,
+                    advance: Callable[[Config, float], None]) -> list[Measurement]:
+    """The Jacobi data generator's configurations of one rank count, in one launch: per
+    configuration the steps' times, and apart the halo exchange's and the sweep's."""
+    program = jacobi.binary(node_mpi)
+    ran, records = jacobi.launch(node_mpi, program, cpus, [_jacobi_params(c) for c in group], reps,
+                                 policy.target_s, timeout_s(group, policy))
+    ran_on = pinned(cpus, ran)
+    found = {(r["n"], r["depth"], r["msgs"], r["ops"]): r for r in records}
+    out = []
+    for config in group:
+        rec = found.get(_jacobi_params(config))
+        if rec is None:
+            raise UserError(f"the MPI launch reported no jacobi of {jacobi.spec(*_jacobi_params(config))}")
+        steps, times = int(rec["steps"]), [float(t) for t in rec["times"]]
+        out.append(Measurement(config, times, steps, 1, float(rec["checksum"]), config.msgs * config.msg_bytes * steps,
+                               0.0, tuple(ran_on), policy.is_unstable(times),
+                               comm_times=[float(t) for t in rec["comm"]], comp_times=[float(t) for t in rec["comp"]]))
         advance(config, estimate_s(config, policy))
     return out

@@ -16,7 +16,7 @@ from registry.db.names import check_name
 from registry.errors import UserError
 from registry.inventory import Inventory, collect, compiler_version
 from registry.microbench.build import build_flags_description
-from registry.microbench import mpi
+from registry.microbench import jacobi, mpi
 from registry.microbench.driver import Driver, driver_binary
 from registry.profile import cachegrind_pass, mpi_runner, runner, signatures, sweep
 from registry.profile.catalog import Microbenchmark
@@ -84,7 +84,11 @@ def build(prep: Prepared) -> None:
     if local:
         driver_binary()
     if distributed:
-        mpi.binary(mpi.find())
+        node_mpi = mpi.find()
+        if any(c.ub.name != "jacobi" for c in distributed):
+            mpi.binary(node_mpi)
+        if any(c.ub.name == "jacobi" for c in distributed):
+            jacobi.binary(node_mpi)
 
 
 def measure(opts: ProfileOptions, prep: Prepared,

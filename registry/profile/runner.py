@@ -23,6 +23,10 @@ class Measurement:
     flops_per_rep: float
     cpus_used: tuple[int, ...]  # where each thread ran (sched_getcpu), thread order
     unstable: bool
+    # jacobi: each repetition's seconds in the halo exchange and in the sweep (mean rank); its
+    # times are the whole steps' (slowest rank)
+    comm_times: list[float] | None = None
+    comp_times: list[float] | None = None
 
     @property
     def stats(self) -> Summary:
@@ -37,7 +41,7 @@ class Measurement:
     def bandwidth_gbs(self) -> float | None:
         if self.config.ub.family not in ("thesis", "bandwidth", "mpi") or not self.bytes_per_rep:
             return None
-        return self.bytes_per_rep / self.stats.median / 1e9
+        return self.bytes_per_rep / summarize(self.comm_times or self.times).median / 1e9
 
     @property
     def gflops(self) -> float | None:
@@ -53,13 +57,22 @@ class Measurement:
         kernels' microseconds per operation (one-way for the ping-pong: half its round trip)."""
         if self.config.ub.unit != "us":
             return None
+        if self.comm_times:
+            return self.per_step_us(self.comm_times)
         return self.tpi_us / (2 if self.config.ub.name == "pingpong" else 1)
+
+    def per_step_us(self, times: list[float]) -> float:
+        """Median microseconds per iteration (jacobi: per time step) of `times`."""
+        return summarize(times).median / self.iterations * 1e6
 
 
 def estimate_s(config: Config, policy: RepPolicy) -> float:
     """Rough seconds a configuration takes (weights the progress bar so its ETA means something)."""
     if config.ub.family == "mpi":   # calibration, then every repetition policy allows (registry.profile.mpi)
-        return (policy.max_reps + 8) * policy.target_s + 0.05
+        rep_s = policy.target_s
+        if config.ub.name == "jacobi":   # at least 4 steps of a sweep: ~1.5 ns an operation, 16 bytes a point at 5 GB/s
+            rep_s = max(rep_s, 4 * config.n ** 2 * (config.ops * 1.5e-9 + 16 / 5e9))
+        return (policy.max_reps + 8) * rep_s + 0.05
     rep_s = max(policy.target_s, config.ws_bytes / 5e9)
     return min((policy.min_reps + 2) * rep_s, policy.budget_s + 2 * rep_s) + config.ws_bytes / 4e9 + 0.002
 

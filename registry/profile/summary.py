@@ -35,7 +35,7 @@ def mpi_rows(measurements: Sequence[Measurement]) -> list[dict]:
     largest message, and the best bandwidth over the message sizes (ping-pong, exchange)."""
     groups: dict[tuple, list[Measurement]] = defaultdict(list)
     for m in measurements:
-        if m.config.ub.family == "mpi":
+        if m.config.ub.family == "mpi" and m.config.ub.name != "jacobi":
             groups[(m.config.ub.name, m.config.threads, m.config.placement)].append(m)
     rows = []
     for (kernel, ranks, placement), ms in groups.items():
@@ -45,6 +45,25 @@ def mpi_rows(measurements: Sequence[Measurement]) -> list[dict]:
                      "smallest_bytes": ms[0].config.msg_bytes, "smallest_us": round(ms[0].value, 3),
                      "largest_bytes": ms[-1].config.msg_bytes, "largest_us": round(ms[-1].value, 3),
                      "peak_gbs": round(max(bandwidths), 3) if bandwidths else None})
+    return rows
+
+
+def jacobi_rows(measurements: Sequence[Measurement]) -> list[dict]:
+    """The Jacobi data generator, per rank count and operations per point: its configurations, the
+    range of the halo exchange's and of the sweep's microseconds per step, and the median share of
+    the step in the exchange (Branikas kept 0.1 .. 0.8 of it)."""
+    groups: dict[tuple, list[Measurement]] = defaultdict(list)
+    for m in measurements:
+        if m.comm_times and m.comp_times:
+            groups[(m.config.threads, m.config.ops)].append(m)
+    rows = []
+    for (ranks, ops), ms in sorted(groups.items()):
+        comm = [m.value for m in ms]
+        comp = [m.per_step_us(m.comp_times) for m in ms]
+        shares = sorted(c / (c + p) for c, p in zip(comm, comp))
+        rows.append({"ranks": ranks, "ops": ops, "configs": len(ms), "exchange_us_min": round(min(comm), 3),
+                     "exchange_us_max": round(max(comm), 3), "sweep_us_min": round(min(comp), 3),
+                     "sweep_us_max": round(max(comp), 3), "exchange_share": round(shares[len(shares) // 2], 3)})
     return rows
 
 
@@ -80,4 +99,5 @@ def summarize(measurements: Sequence[Measurement]) -> dict:
                           for k, per in sorted(bandwidth.items())},
         "compute": {COMPUTE[k]: _by_threads(v) for k, v in sorted(compute.items())},
         "mpi": mpi_rows(measurements),
+        "jacobi": jacobi_rows(measurements),
     }

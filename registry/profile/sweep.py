@@ -67,6 +67,8 @@ class Config:
     ws_level: str | None = field(default=None, compare=False)
     msg_bytes: int | None = None  # mpi: message size (threads: ranks, one per CPU of cpus)
     nodes: int | None = None      # mpi across nodes (`nodereg fleet mpi`): the job's nodes (threads: all its ranks)
+    msgs: int | None = None       # jacobi: messages per time step (n: points per side of a rank's grid)
+    ops: int | None = None        # jacobi: operations per grid point and step
 
     def params(self) -> dict:
         """The parameters that, with name, threads and placement, identify the configuration."""
@@ -78,7 +80,9 @@ class Config:
         if family == "latency":
             return {"n": self.n, "line": self.line}
         if family == "mpi":
-            return {"bytes": self.msg_bytes, "ranks": self.threads, **({"nodes": self.nodes} if self.nodes else {})}
+            grid = {"n": self.n, "msgs": self.msgs, "ops": self.ops} if self.ub.name == "jacobi" else {}
+            return {"bytes": self.msg_bytes, "ranks": self.threads, **({"nodes": self.nodes} if self.nodes else {}),
+                    **grid}
         return {}
 
     @property
@@ -96,6 +100,9 @@ class Config:
             return self.n * 8 * catalog.ARRAYS[self.ub.name]
         if self.ub.family == "latency":
             return self.n * self.line * self.threads
+        if self.ub.name == "jacobi":   # each rank's two arrays with their ghost rows, and scratch buffers
+            return (2 * (self.n + 2 * self.msg_bytes // (8 * self.n)) * self.n * 8
+                    + max(self.msgs - 2, 1) * self.msg_bytes) * self.threads
         if self.ub.family == "mpi":
             return 3 * self.msg_bytes * self.threads   # each rank's send and two receive buffers
         return 0
@@ -162,6 +169,14 @@ SETTINGS = {
 MPI_SIZES = {"quick": (8, 1024, 65536, 4 * KB * KB),
              "default": (*(8 * 4 ** k for k in range(10)), 4 * KB * KB),
              "full": tuple(2 ** k for k in range(3, 23))}
+# The Jacobi data generator's sweep (Branikas 2024 swept working set, load, message size and count,
+# nodes and ranks per node): per rank count, grid sides N (a rank's working set, two arrays of
+# N x N doubles: 256 KiB, 1 MiB, 4 MiB, 16 MiB, 64 MiB for N = 128 .. 2048), halo depths (a message
+# is DEPTH rows, DEPTH x N x 8 bytes; the paper's sizes were 1 to 100 x sqrt(working set), that is
+# 1/2 to 50 rows), messages per step and operations per point (1: memory bound, 16: compute bound)
+JACOBI_SWEEP = {"quick": ((128, 512), (1, 16), (2, 8), (1,)),
+                "default": ((128, 256, 1024), (1, 4, 16), (2, 8), (1, 16)),
+                "full": ((128, 256, 512, 1024, 2048), (1, 4, 16, 64), (2, 4, 8), (1, 16))}
 QUICK_KERNELS = ("mbw1c", "mbw1p", "copy", "scale", "add", "triad", "load", "store", "chase", "peak_fma",
                  "scalar_fp64", "int_ops", "int_branch", "fp_chain")
 
@@ -342,7 +357,7 @@ def mpi_configs(kernels: Sequence[Microbenchmark], topology: Sequence[Cpu], thre
     while a core is free), at every rank count of `threads` from 2. Two ranks run at each pair
     placement the node has (pair_placements: same core complex, same socket, across sockets),
     the ping-pong only there; more ranks run the exchange and allreduce at the compact and
-    scatter placements."""
+    scatter placements; the Jacobi data generator runs at the first (closest) of them."""
     if not kernels:
         return []
     ranks = [t for t in threads if t >= 2]
@@ -356,8 +371,18 @@ def mpi_configs(kernels: Sequence[Microbenchmark], topology: Sequence[Cpu], thre
             if placement == "scatter" and not SETTINGS[mode].scatter:
                 continue
             out += [Config(ub, r, placement, cpus, msg_bytes=size) for ub in kernels
-                    if r == 2 or ub.name != "pingpong" for size in MPI_SIZES[mode]]
+                    if (r == 2 or ub.name != "pingpong") and ub.name != "jacobi" for size in MPI_SIZES[mode]]
+        if where and any(ub.name == "jacobi" for ub in kernels):
+            out += jacobi_configs(catalog.get("jacobi"), r, *next(iter(where.items())), mode)
     return out
+
+
+def jacobi_configs(ub: Microbenchmark, ranks: int, placement: str, cpus: tuple[int, ...], mode: str) -> list[Config]:
+    """The Jacobi data generator's configurations at `ranks` ranks, at the closest placement only
+    (the sweep is the product of four parameters: one placement keeps it short)."""
+    sides, depths, msgs, ops = JACOBI_SWEEP[mode]
+    return [Config(ub, ranks, placement, cpus, n=n, msg_bytes=d * n * 8, msgs=m, ops=o)
+            for n in sides for d in depths if d <= n for m in msgs for o in ops]
 
 
 def _configs_for(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ...], s: SweepSettings,
