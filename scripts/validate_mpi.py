@@ -41,9 +41,9 @@ base node's measured runs first (the base time is then their median with the tra
 user who measured some runs gets). Printed: predicted vs measured, the CPUs each run kept busy (its CPU time over
 its wall time: threads that run show as more than one per rank), the errors and their median, the
 recommended configuration against the measured best, and the MPI shares. A configuration the
-program does not run (GROMACS finds no domain decomposition of its small box for 16 ranks) or that
-outlasts --timeout (every rank killed) is left out and listed with its reason; the trace is then
-at the most ranks that ran.
+program does not run (a program may refuse a rank count: GROMACS when no domain decomposition of
+its box fits that many ranks) or that outlasts --timeout (every rank killed) is left out and listed
+with its reason; the trace is then at the most ranks that ran.
 
     .venv/bin/python scripts/validate_mpi.py [--db PATH] [--reps 3] [--no-hpcc] [--timeout 600]
         [--programs melt,crack,hpcc,nwchem,gromacs]
@@ -249,8 +249,8 @@ def nodereg(*args, env: dict, check: bool = True, cwd: Path | None = None) -> su
 
 
 class RunFailed(Exception):
-    """A configuration the program did not run: it failed (GROMACS finds no domain decomposition for
-    that many ranks of a small box) or outlasted --timeout; the others are still measured."""
+    """A configuration the program did not run: it failed (GROMACS refuses a rank count when no
+    domain decomposition of its box fits) or outlasted --timeout; the others are still measured."""
 
 
 def measure(cmd: list[str], env: dict, cwd: Path, timeout_s: float) -> tuple[float, float]:
