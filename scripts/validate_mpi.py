@@ -72,7 +72,6 @@ from pathlib import Path
 from registry.match.configs import candidates
 from registry.measure.runner import kill_tree
 from registry.microbench import mpi
-from registry.profile import catalog
 from registry.profile.sweep import QUICK_KERNELS
 
 EXAMPLES = Path("/usr/share/lammps/examples")
@@ -404,7 +403,7 @@ def main() -> None:
             # the configurations use (powers of two): on a 16-core node the default's every count up
             # to 8 would take minutes the validation does not need
             counts = ",".join(str(1 << k) for k in range((os.cpu_count() or 1).bit_length()))
-            kernels = ",".join([*QUICK_KERNELS, *(ub.name for ub in catalog.MPI)])
+            kernels = ",".join([*QUICK_KERNELS, "mpi"])          # the quick sweep's kernels and the MPI family
             print(f"profiling this node (quick, with its MPI kernels, threads {counts}) ...", flush=True)
             nodereg("profile", node, "--quick", "--kernels", kernels, "--threads", counts, env=env)
         rows, recommended = [], {}
