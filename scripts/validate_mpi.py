@@ -40,9 +40,13 @@ thread per rank). With --base-runs, the plain runs at the traced configuration a
 base node's measured runs first (the base time is then their median with the traced run's, as a
 user who measured some runs gets). Printed: predicted vs measured, the CPUs each run kept busy (its CPU time over
 its wall time: threads that run show as more than one per rank), the errors and their median, the
-recommended configuration against the measured best, and the MPI shares.
+recommended configuration against the measured best, and the MPI shares. A configuration the
+program does not run (a program may refuse a rank count: GROMACS when no domain decomposition of
+its box fits that many ranks) or that outlasts --timeout (every rank killed) is left out and listed
+with its reason; the trace is then at the most ranks that ran.
 
-    .venv/bin/python scripts/validate_mpi.py [--db PATH] [--reps 3] [--no-hpcc] [--programs melt,crack,hpcc,nwchem,gromacs]
+    .venv/bin/python scripts/validate_mpi.py [--db PATH] [--reps 3] [--no-hpcc] [--timeout 600]
+        [--programs melt,crack,hpcc,nwchem,gromacs]
 
 Run it on a quiet machine: on a shared one, ranks that wait for a descheduled neighbour inflate
 both the communication share and the wall times.
@@ -66,7 +70,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.match.configs import candidates
+from registry.measure.runner import kill_tree
 from registry.microbench import mpi
+from registry.profile.sweep import QUICK_KERNELS
 
 EXAMPLES = Path("/usr/share/lammps/examples")
 HPCC_INPUT = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
@@ -241,15 +247,31 @@ def nodereg(*args, env: dict, check: bool = True, cwd: Path | None = None) -> su
     return res
 
 
-def measure(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
+class RunFailed(Exception):
+    """A configuration the program did not run: it failed (GROMACS refuses a rank count when no
+    domain decomposition of its box fits) or outlasted --timeout; the others are still measured."""
+
+
+def measure(cmd: list[str], env: dict, cwd: Path, timeout_s: float) -> tuple[float, float]:
     """(wall seconds, CPU seconds of every process of the run: ranks and their threads)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    res = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - start
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                                text=True, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:   # every rank goes, not only the launcher
+            kill_tree(proc.pid)
+            proc.wait()
+            raise RunFailed(f"did not finish within {timeout_s:g} s (--timeout): every rank was killed") from None
+        wall = time.monotonic() - start
+        err.seek(0)
+        stderr = err.read()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if res.returncode != 0:
-        raise SystemExit(f"error: {' '.join(cmd)} failed: {res.stderr.strip()[-300:]}")
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not set(ln.strip()) <= set("-*=")]
+        raise RunFailed(f"exit status {proc.returncode}: {' '.join(lines[-3:])[-300:] or 'no message'}")
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
@@ -267,20 +289,29 @@ class Row:
 
 
 def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: int,
-             base_runs: bool = False) -> tuple[list[Row], dict]:
-    """One program: every configuration measured and predicted, and the recommended one."""
+             base_runs: bool = False, timeout_s: float = 600) -> tuple[list[Row], dict]:
+    """One program: every configuration measured and predicted, and the recommended one. A
+    configuration the program does not run is left out, with its reason (RunFailed)."""
     env = {**base_env, **({"OMPI_MCA_mpi_yield_when_idle": "1"} if p.yields else {})}
     grid = p.configurations(os.cpu_count() or 1)
     p.prepare(work)
-    measured, samples = {}, {}
+    measured, samples, failed = {}, {}, {}
     for r, t in grid:
         cmd = [*mpi.launcher(node_mpi, r), *p.argv(r, t, work)]
-        runs = [measure(cmd, {**env, **p.environment(t)}, work) for _ in range(reps)]
+        try:
+            runs = [measure(cmd, {**env, **p.environment(t)}, work, timeout_s) for _ in range(reps)]
+        except RunFailed as why:
+            failed[(r, t)] = str(why)
+            print(f"{p.name}: {r} x {t} failed, left out: {why}", flush=True)
+            continue
         samples[(r, t)] = [w for w, _ in runs]
         measured[(r, t)] = (statistics.median(w for w, _ in runs), statistics.median(c / w for w, c in runs))
         print(f"{p.name}: {r} x {t} measured {measured[(r, t)][0]:.3g} s, {measured[(r, t)][1]:.2f} CPUs busy",
               flush=True)
-    traced, most = (max(r for r, _ in grid), 1), max(t for _, t in grid)
+    if (1, 1) not in measured:
+        raise SystemExit(f"error: {p.name} did not run on 1 rank: {failed[(1, 1)]}")
+    # the most ranks that ran (a program may refuse the most: GROMACS's smallest domain), at 1 thread
+    traced, most = (max(r for r, t in measured if t == 1), 1), max(t for _, t in measured)
     # the base trace (the latest) at the most ranks, where the communication shows; before it, a
     # threaded program at 1 rank x its most threads: a threaded BLAS enters OpenMP regions only at
     # more than one thread, and `match` reads the share its threads divide from them
@@ -306,7 +337,7 @@ def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: 
     best = min(measured, key=lambda k: measured[k][0])
     chosen = (conf["ranks"], conf["threads"])
     return rows, {"recommended": chosen, "best": best, "best_s": measured[best][0],
-                  "recommended_s": measured[chosen][0] if chosen in measured else None}
+                  "recommended_s": measured[chosen][0] if chosen in measured else None, "failed": failed}
 
 
 def report(rows: list[Row], recommended: dict[str, dict]) -> None:
@@ -328,6 +359,8 @@ def report(rows: list[Row], recommended: dict[str, dict]) -> None:
         hits += ok
         (r, t), (br, bt) = c["recommended"], c["best"]
         chosen = "not measured" if c["recommended_s"] is None else f"{c['recommended_s']:.3g} s"
+        for (fr, ft), why in c.get("failed", {}).items():
+            print(f"{name}: {fr} x {ft} left out: {why}")
         print(f"{name}: recommended {r} x {t}; measured best {br} x {bt} ({c['best_s']:.3g} s); the recommended "
               f"one {chosen}: {'within 5% of the best' if ok else 'NOT within 5%'}")
     print(f"recommended configuration within 5% of the measured best for {hits} of {len(recommended)} programs")
@@ -339,6 +372,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--no-hpcc", action="store_true")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="seconds one run may take; past it every rank is killed and the configuration is left out")
     ap.add_argument("--base-runs", action="store_true",
                     help="store the plain runs at the traced configuration as measured runs of the base node "
                          "(`nodereg runs add`), so that the base time is their median with the traced run's, as "
@@ -363,13 +398,20 @@ def main() -> None:
               flush=True)
         have = nodereg("nodes", "--json", env=env, check=False)
         if node not in have.stdout:
-            print("profiling this node (quick) and its MPI kernels ...", flush=True)
-            nodereg("profile", node, "--quick", env=env)
-            nodereg("profile", node, "--kernels", "mpi", "--quick", env=env)
+            # one profile with the MPI kernels (match reads the node's latest profile: one of the MPI
+            # kernels alone has no signatures to compare phases with), at the thread and rank counts
+            # the configurations use (powers of two): on a 16-core node the default's every count up
+            # to 8 would take minutes the validation does not need
+            counts = ",".join(str(1 << k) for k in range((os.cpu_count() or 1).bit_length()))
+            kernels = ",".join([*QUICK_KERNELS, "mpi"])          # the quick sweep's kernels and the MPI family
+            print(f"profiling this node (quick, with its MPI kernels, threads {counts}) ...", flush=True)
+            nodereg("profile", node, "--quick", "--kernels", kernels, "--threads", counts, env=env)
         rows, recommended = [], {}
         for p in programs:
-            found, recommended[p.name] = validate(p, node, node_mpi, base_env, work, args.reps, args.base_runs)
+            found, recommended[p.name] = validate(p, node, node_mpi, base_env, work, args.reps, args.base_runs,
+                                                  args.timeout)
             rows += found
+            report(found, {p.name: recommended[p.name]})   # each program's figures as soon as they are in
         print(f"load average at the end {os.getloadavg()[0]:.2f}")
     report(rows, recommended)
 

@@ -1,6 +1,9 @@
 """scripts/validate_mpi.py, the parts that need no MPI program: the ranks x threads grid, how the
 thread count reaches a program, GROMACS's own communication share, and the verdicts it prints."""
 
+import time
+from pathlib import Path
+
 import pytest
 from script_module import script_module
 
@@ -68,3 +71,33 @@ def test_the_report_counts_the_recommendations_within_5_percent(script, capsys):
     assert "median |error| 15.0% over 2 predictions; 10.0% over the 1 configurations" in out
     assert "b: recommended 1 x 2; measured best 2 x 1 (5 s); the recommended one 5.3 s: NOT within 5%" in out
     assert "within 5% of the measured best for 1 of 2 programs" in out
+
+
+def test_a_configuration_that_fails_is_left_out_with_its_reason(script, tmp_path):
+    with pytest.raises(script.RunFailed, match=r"exit status 3: .*no domain decomposition"):
+        script.measure(["sh", "-c", "echo starting; echo 'There is no domain decomposition' >&2; exit 3"],
+                       {}, tmp_path, 30)
+    wall, cpu = script.measure(["sh", "-c", "exit 0"], {}, tmp_path, 30)
+    assert 0 < wall < 30 and cpu >= 0
+
+
+def test_a_run_past_the_timeout_is_killed_with_every_process_it_started(script, tmp_path):
+    pidfile = tmp_path / "child.pid"
+    # the launcher's stand-in starts a "rank" in the background and waits for it
+    cmd = ["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"]
+    with pytest.raises(script.RunFailed, match="did not finish within 1 s"):
+        script.measure(cmd, {}, tmp_path, 1)
+    status = Path(f"/proc/{int(pidfile.read_text())}/status")
+    deadline = time.monotonic() + 5          # a killed process may take a moment to be gone
+    while status.exists() and "zombie" not in status.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not status.exists() or "zombie" in status.read_text()
+
+
+def test_the_report_lists_the_configurations_left_out(script, capsys):
+    rows = [script.Row("g", 1, 1, 10.0, 1.0, 10.5, False), script.Row("g", 8, 1, 2.0, 7.5, 2.1, True, 0.2, 0.19)]
+    script.report(rows, {"g": {"recommended": (16, 1), "best": (8, 1), "best_s": 2.0, "recommended_s": None,
+                               "failed": {(16, 1): "exit status 1: no domain decomposition"}}})
+    out = capsys.readouterr().out
+    assert "g: 16 x 1 left out: exit status 1: no domain decomposition" in out
+    assert "the recommended one not measured: NOT within 5%" in out
