@@ -289,9 +289,11 @@ class Row:
 
 
 def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: int,
-             base_runs: bool = False, timeout_s: float = 600) -> tuple[list[Row], dict]:
+             base_runs: bool = False, timeout_s: float = 600, half_ranks: bool = False) -> tuple[list[Row], dict]:
     """One program: every configuration measured and predicted, and the recommended one. A
-    configuration the program does not run is left out, with its reason (RunFailed)."""
+    configuration the program does not run is left out, with its reason (RunFailed). `half_ranks`:
+    also traced at half the traced ranks (first: the base trace stays the latest), so that `match`
+    fits the share of the computation more ranks do not divide (registry.match.comm.RankShare)."""
     env = {**base_env, **({"OMPI_MCA_mpi_yield_when_idle": "1"} if p.yields else {})}
     grid = p.configurations(os.cpu_count() or 1)
     p.prepare(work)
@@ -315,7 +317,8 @@ def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: 
     # the base trace (the latest) at the most ranks, where the communication shows; before it, a
     # threaded program at 1 rank x its most threads: a threaded BLAS enters OpenMP regions only at
     # more than one thread, and `match` reads the share its threads divide from them
-    for r, t in [*([(1, most)] if most > 1 else []), traced]:
+    half = [(traced[0] // 2, 1)] if half_ranks and traced[0] > 1 else []
+    for r, t in [*([(1, most)] if most > 1 else []), *half, traced]:
         trace_file = work / f"{p.name}.{r}x{t}.trace.json"   # (the program's own output may share stdout)
         nodereg("trace", "--node", node, "--name", f"{p.name}-mpi", "--out", trace_file, "--",
                 *mpi.launcher(node_mpi, r), *p.argv(r, t, work), env={**env, **p.environment(t)}, cwd=work)
@@ -330,7 +333,7 @@ def validate(p: Program, node: str, node_mpi, base_env: dict, work: Path, reps: 
     for (r, t), (wall, busy) in measured.items():
         res = json.loads(nodereg("match", f"{p.name}-mpi", "--ranks", r, "--threads", t, "--nodes", node, "--json",
                                  "--no-store", env=env).stdout)
-        rows.append(Row(p.name, r, t, wall, busy, res["predictions"][0]["predicted_s"], (r, t) == traced,
+        rows.append(Row(p.name, r, t, wall, busy, res["predictions"][0]["predicted_s"], (r, t) in [traced, *half],
                         share if (r, t) == traced else None, own if (r, t) == traced else None))
     conf = json.loads(nodereg("match", f"{p.name}-mpi", "--configs", *threads_flag, "--nodes", node, "--json",
                               "--no-store", env=env).stdout)["configs"][0]
@@ -352,7 +355,7 @@ def report(rows: list[Row], recommended: dict[str, dict]) -> None:
     projected = [abs(x.predicted_s / x.measured_s - 1) for x in rows if not x.traced]
     print(f"median |error| {100 * statistics.median(errors):.1f}% over {len(errors)} predictions"
           + (f"; {100 * statistics.median(projected):.1f}% over the {len(projected)} configurations other than the "
-             "traced one" if projected else ""))
+             "traced ones" if projected else ""))
     hits = 0
     for name, c in recommended.items():
         ok = c["recommended_s"] is not None and c["recommended_s"] <= (1 + BEST_WITHIN) * c["best_s"]
@@ -378,6 +381,9 @@ def main() -> None:
                     help="store the plain runs at the traced configuration as measured runs of the base node "
                          "(`nodereg runs add`), so that the base time is their median with the traced run's, as "
                          "validate_apps.py's runs are (default: the traced run alone)")
+    ap.add_argument("--half-ranks", action="store_true",
+                    help="also trace each program at half the traced ranks, so that `match` fits what more ranks "
+                         "do not divide (Amdahl over ranks; default: one traced rank count, ranks divide everything)")
     args = ap.parse_args()
     why = mpi.missing()
     if why:
@@ -409,7 +415,7 @@ def main() -> None:
         rows, recommended = [], {}
         for p in programs:
             found, recommended[p.name] = validate(p, node, node_mpi, base_env, work, args.reps, args.base_runs,
-                                                  args.timeout)
+                                                  args.timeout, args.half_ranks)
             rows += found
             report(found, {p.name: recommended[p.name]})   # each program's figures as soon as they are in
         print(f"load average at the end {os.getloadavg()[0]:.2f}")

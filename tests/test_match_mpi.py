@@ -340,6 +340,35 @@ def test_threads_divide_the_share_a_trace_saw_in_openmp_regions(cli, registry, d
     assert _matched(cli, "--ranks", 1)["predictions"][0]["predicted_s"] == pytest.approx(24.0, rel=0.02)
 
 
+def test_ranks_divide_what_traces_at_two_rank_counts_say_they_divide(cli, registry, db_url):
+    """Traced at 1 rank (18 s, no MPI) and then at 2 (20 s, 8 of them in MPI: 12 s computing): the
+    computation c = a + b / ranks gives a = 6, b = 12, a third of the one-rank computation serial.
+    1 rank from the 2-rank trace: 12 s x (1/3 + 2/3) / (1/3 + 1/3) = 18 s, the measured run, where
+    ranks dividing everything said 24 s; the warning says what was assumed either way."""
+    one = _mpi_trace(comm_share=0.0)
+    one.wall_s, one.meta["mpi"] = 18.0, {"ranks": 1, "comm_share": 0.0}
+    one.phases = [Phase("compute", "marker", 0, 18, 1.0, 18.0, signature={"proc": {"cpu_util": 0.99, "wss_llc": 0.01}})]
+    registry(one)
+    two = _mpi_trace()
+    two.meta["mpi"]["comm_share"] = 0.4
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        store.save(conn, two)      # the latest: the base of the projection
+    reg.close()
+    doc = _matched(cli, "--ranks", 1)
+    assert doc["predictions"][0]["predicted_s"] == pytest.approx(18.0, rel=0.02)
+    assert any("33% of the app's one-rank computation does not divide among ranks" in w and "at 1, 2 ranks" in w
+               for w in doc["warnings"])
+    assert _matched(cli, "--ranks", 2)["predictions"][0]["predicted_s"] == pytest.approx(20.0, rel=0.02)
+
+
+def test_one_rank_count_traced_divides_everything_and_says_so(cli, registry):
+    registry()
+    doc = _matched(cli, "--ranks", 1)
+    assert doc["predictions"][0]["predicted_s"] == pytest.approx(24.0, rel=0.02)
+    assert any("traces on its node are all at 2 ranks, so the ranks are taken to divide all" in w for w in doc["warnings"])
+
+
 def test_configs_try_the_threads_asked_for(cli, registry):
     """A program traced at one thread per rank (a threaded BLAS the trace does not see): --threads 2
     adds 1 x 2, which wins on the slow network (no communication, the same CPUs)."""

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from registry.db.statement import execute
 from registry.errors import UserError
 from registry.fleet import fabric_node
@@ -86,6 +88,22 @@ class ParallelShare:
         return self.f * self.threads / ((1 - self.f) + self.f * self.threads)
 
 
+@dataclass(frozen=True)
+class RankShare:
+    """The share of a rank count's computation that more ranks do not divide (start-up, set-up,
+    replicated work), from the app's traces at several rank counts (Amdahl over ranks): each
+    trace's computation, its time outside MPI, is c = a + b / ranks (least squares); `serial` =
+    a / (a + b), a share of the one-rank computation."""
+
+    serial: float
+    counts: tuple[int, ...]     # the rank counts it was fitted on
+
+    def factor(self, traced: int, ranks: int) -> float:
+        """The computation at `ranks` over that at `traced` ranks."""
+        s = self.serial
+        return (s + (1 - s) / ranks) / (s + (1 - s) / traced)
+
+
 @dataclass
 class CommInputs:
     """What projecting an MPI app reads beyond the projection's: the nodes' communication profiles,
@@ -103,6 +121,7 @@ class CommInputs:
     traced_runs: list[tuple[int, float, float]] = field(default_factory=list)
     threads_asked: bool = False                 # --threads: the program runs that many (and --configs tries up to it)
     parallel: ParallelShare | None = None       # how much of a rank's computation its threads share (None: unknown)
+    rank_share: RankShare | None = None         # how much of it more ranks do not divide (None: unknown, all divides)
     fabric: str | None = None                   # --fabric: the fabric node (fabric:TYPE) the ranks talk through
     fitted: dict[str, CommModel | None] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)      # node -> why its model could not be fitted
@@ -119,13 +138,27 @@ class CommInputs:
     def division(self) -> float:
         """How the computation changes from the traced ranks x threads to the projected ones, up to
         the base node's CPUs (the projection compares each node with the base at the same count,
-        capped by its CPUs): the ranks divide it (strong scaling, no serial part assumed); within a
-        rank, the threads divide its parallel share (Amdahl), all of it when that is unknown."""
+        capped by its CPUs): the ranks divide it but its serial share, where traces at two rank counts
+        measured one (RankShare; all of it otherwise: strong scaling); within a rank, the threads
+        divide its parallel share (Amdahl), all of it when that is unknown."""
         cpus = min(self.cpus, self.base_cpus)
         ranks = min(self.ranks, cpus)
         phi = self.parallel.phi if self.parallel else 1.0
         per_rank = ((1 - phi) + phi * ranks / cpus) / ((1 - phi) + phi / self.traced_threads)
-        return self.traced_ranks / ranks * per_rank
+        by_ranks = self.rank_share.factor(self.traced_ranks, ranks) if self.rank_share else self.traced_ranks / ranks
+        return by_ranks * per_rank
+
+    def ranks_said(self) -> str | None:
+        """What the division assumed about the ranks, when they differ from the traced ones."""
+        if self.ranks == self.traced_ranks:
+            return None
+        if self.rank_share is None:
+            return (f"ranks: the app's traces on its node are all at {self.traced_ranks} ranks, so the ranks are taken "
+                    "to divide all of its computation (a program's start-up and set-up do not: trace it at another "
+                    "rank count too to measure what does not divide)")
+        counts = ", ".join(map(str, self.rank_share.counts))
+        return (f"ranks: {self.rank_share.serial:.0%} of the app's one-rank computation does not divide among ranks "
+                f"(Amdahl, fitted on its traces at {counts} ranks)")
 
     def threads_said(self) -> str | None:
         """What the division assumed about the threads, when they differ from the traced ones."""
@@ -176,6 +209,7 @@ def load(conn: sa.Connection, trace, base_cpus: int, *, model: str = DEFAULT_MOD
     return CommInputs(model, profiles, traced, traced_threads, ranks or traced, threads or traced_threads,
                       base_cpus, [(r.cpus, r.wall_s, r.max_mpi_s) for r in runs if r.max_mpi_s is not None],
                       threads_asked=threads is not None, parallel=parallel_share(runs),
+                      rank_share=rank_share(runs, traced_threads),
                       fabric=fabric_node(fabric) if fabric is not None else None)
 
 
@@ -233,6 +267,22 @@ def parallel_share(runs: list[MpiTrace]) -> ParallelShare | None:
     return ParallelShare(f, best.threads, f"trace {best.uid[:8]} at {best.ranks} x {best.threads}")
 
 
+def rank_share(runs: list[MpiTrace], threads: int) -> RankShare | None:
+    """The serial share of the app's computation across ranks, from its traces at `threads` per rank
+    (the traced one's) at two or more rank counts; None with fewer. Each trace's computation is its
+    wall time outside MPI (the mean rank's share); c = a + b / ranks is fitted by least squares,
+    a and b kept non-negative."""
+    same = [r for r in runs if r.threads == threads]
+    counts = sorted({r.ranks for r in same})
+    if len(counts) < 2:
+        return None
+    inverse = np.array([1.0 / r.ranks for r in same])
+    computing = np.array([r.wall_s * (1 - r.comm_share) for r in same])
+    b, a = np.polyfit(inverse, computing, 1)
+    a, b = max(float(a), 0.0), max(float(b), 0.0)
+    return RankShare(a / (a + b), tuple(counts)) if a + b > 0 else None
+
+
 def _added(a: NodePrediction, b: NodePrediction) -> NodePrediction:
     return NodePrediction(a.node, a.predicted_s + b.predicted_s, a.low_s + b.low_s, a.high_s + b.high_s,
                           {**a.explanation, **b.explanation}, a.warnings + b.warnings)
@@ -256,9 +306,9 @@ def project_phase(phase, time_s: float, comm: CommInputs | None, base: str, node
     result = compute(computing, time_s * (1 - share))
     if comm.division != 1:
         result.predictions = {n: _scaled(p, comm.division) for n, p in result.predictions.items()}
-    said = comm.threads_said()
-    if said and said not in result.warnings:
-        result.warnings.append(said)
+    for said in (comm.ranks_said(), comm.threads_said()):
+        if said and said not in result.warnings:
+            result.warnings.append(said)
     if not sig:
         return result
     comm_s = time_s * share
