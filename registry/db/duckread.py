@@ -110,6 +110,19 @@ class QuickReader:
         """The rows of one SELECT as {column: value} (as `Registry.dicts`)."""
         return self.rows(sql, params).mappings().all()
 
+    @classmethod
+    def if_current(cls, con, error: type[Exception]):
+        """A reader of the open connection `con` if its registry is at this nodereg's schema; else
+        None, `con` closed (`error`: the driver's exceptions)."""
+        try:
+            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        except error:
+            version = None
+        if version != latest_version():
+            con.close()
+            return None
+        return cls(con, version)
+
     @contextmanager
     def connect(self):
         """Itself, as `Registry.connect()` yields a connection."""
@@ -134,11 +147,4 @@ def open_current(cli_value: str | None) -> QuickReader | None:
         con = duck.connect(str(path), read_only=True)
     except duck.Error:
         return None
-    try:
-        version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
-    except duck.Error:
-        version = None
-    if version != latest_version():
-        con.close()
-        return None
-    return QuickReader(con, version)
+    return QuickReader.if_current(con, duck.Error)

@@ -18,7 +18,6 @@ import os
 from types import SimpleNamespace
 
 from registry.db.duckread import _PARAM, QuickReader, Rows
-from registry.db.migrations import latest_version
 from registry.db.url import ENV_VAR
 
 _SCHEMES = ("postgresql://", "postgresql+psycopg://")
@@ -65,11 +64,4 @@ def open_current(cli_value: str | None) -> PgReader | None:
     except psycopg.Error:
         return None
     con.read_only = True     # every transaction BEGIN READ ONLY: the server refuses any write
-    try:
-        version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
-    except psycopg.Error:
-        version = None
-    if version != latest_version():
-        con.close()
-        return None
-    return PgReader(con, version)
+    return PgReader.if_current(con, psycopg.Error)
