@@ -28,6 +28,7 @@ from pathlib import Path
 from registry.db.statement import execute
 from registry.errors import UserError
 from registry.fleet import fabric_node, slurm
+from registry.values import plural
 
 PLACEMENT = "across_nodes"
 KERNELS = ("pingpong", "exchange", "allreduce")
@@ -77,7 +78,7 @@ class FabricJob:
             "#!/bin/bash",
             *(f"#SBATCH {d}" for d in directives + list(self.sbatch_args)),
             f"# Written by `nodereg fleet mpi`: the MPI kernels between {len(self.hosts)} nodes of type "
-            f"{self.node}, {self.per_node} rank(s) on each,",
+            f"{self.node}, {plural(self.per_node, 'rank')} on each,",
             f"# into the profile of node {fabric_node(self.node)} in {self.db_url}.",
             "set -u",
             f"nodereg=({' '.join(map(q, self.nodereg))})",
@@ -196,7 +197,7 @@ def measure(node_type: str, hosts: list[str], per_node: int, mode: str, reps: in
                               mpi_runner.timeout_s(configs, policy), per_node=per_node)
     seen = list(dict.fromkeys(ran.get("hosts", [])))
     if len(seen) != len(hosts):
-        raise UserError(f"the {ranks} ranks ran on {len(seen)} host(s) ({', '.join(seen)}), not on the job's "
+        raise UserError(f"the {ranks} ranks ran on {plural(len(seen), 'host')} ({', '.join(seen)}), not on the job's "
                         f"{len(hosts)} nodes: the launcher did not take Slurm's allocation (is this MPI built with "
                         "Slurm support?)")
     measurements = mpi_runner.measurements(configs, records, ran["cpus"], policy, advance)
