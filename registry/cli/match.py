@@ -1,5 +1,7 @@
 """`nodereg match`: predicted time of a traced app on every registered node, ranked, with reasons."""
 
+import contextlib
+
 import typer
 
 from registry.cli.app import app, model_options_flag, state
@@ -150,8 +152,11 @@ def match(
     try:
         result = project_scaled(inputs, model, options) if scaling else \
             project(inputs, model=model, options=options, fixed_threads=fixed)
-    finally:
-        caveats, digest, prices, memory, offers = facts()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            facts()     # the reading ends, and closes the registry, before the projection's error is said
+        raise
+    caveats, digest, prices, memory, offers = facts()
     caveats_mod.apply(result, caveats, inputs.base)
     trace = inputs.found.trace
     apply_capacity(result, capacity(trace.samples, trace.interval_s)["peak_rss_bytes"], memory)
