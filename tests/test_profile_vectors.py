@@ -70,6 +70,58 @@ def test_packed_profiles_read_as_their_runs_do(db_url):
     reg.close()
 
 
+@both_backends
+def test_packed_runs_are_read_a_chunk_at_a_time_into_arrays_of_any_bound(db_url, monkeypatch):
+    """load_profiles fills its arrays a chunk of packed rows at a time (one row per chunk here), sized
+    by a bound read before: one too small (profiles stored after it was read) grows them, one too
+    large leaves the rest unused; either way the same runs are read."""
+    from registry.db import read as read_mod
+    from registry.profile import vectors as vectors_mod
+
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        for node, cpus in (("fast", 2), ("b", 2), ("one", 1)):
+            profile_at_speeds(conn, node, cpus, base=node == "b")
+    unpacked = _profiles(reg, "b")
+    with reg.begin() as conn:
+        assert store_vectors(conn, conn.execute(sa.text("SELECT profile_id FROM profiles")).scalars().all()) == 3
+    chunks = []
+
+    def one_row_each(conn, sql, params=None, rows=1000):
+        for chunk in read_mod.fetch_chunks(conn, sql, params, rows=1):
+            chunks.append(len(chunk))
+            yield chunk
+    monkeypatch.setattr(vectors_mod, "fetch_chunks", one_row_each)
+    for bound in ("SELECT 1", "SELECT 10 * sum(runs) FROM profile_vectors", refs_mod._PACKED_BOUND):
+        monkeypatch.setattr(refs_mod, "_PACKED_BOUND", bound)
+        chunks.clear()
+        assert _profiles(reg, "b") == unpacked, bound
+        assert chunks == [1, 1, 1]
+    reg.close()
+
+
+def test_freed_arrays_are_reused_without_page_faults():
+    """After registry.match.heap.keep_freed_memory (glibc), an array of 3 million entries made again
+    after it was freed reuses the freed pages: no page faults, where the C library's default
+    returns them to the kernel and faults them in again."""
+    import subprocess
+    import sys
+
+    code = """import resource, sys
+import numpy as np
+from registry.match.heap import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+a = np.ones(3_000_000); del a
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    a = np.ones(3_000_000); del a
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)"""
+    faults = {how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
+                                      check=True).stdout) for how in ("keep", "default")}
+    assert faults["keep"] * 4 < faults["default"], faults
+
+
 def test_a_stored_profile_is_packed_and_a_node_of_several_hosts_is_read_through_sql(db_url):
     """store_profile packs what it stores; a node profiled on two hosts takes the median over them
     (SQL), whether or not its profiles are packed."""

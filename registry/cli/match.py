@@ -103,6 +103,9 @@ def match(
                                                             "run the traced binary too."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
+    from registry.match.heap import keep_freed_memory
+
+    keep_freed_memory()     # millions of runs in arrays made and dropped: their pages reused, not faulted again
     if from_runs or runs_on:
         from registry.cli.match_runs import match_from_runs
         from registry.models.options import parse_assignments

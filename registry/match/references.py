@@ -66,6 +66,10 @@ GROUP BY node_id, threads, combo"""
 _PACKED = _LATEST + """
 SELECT l.node_id, v.runs, v.data FROM latest l JOIN profile_vectors v ON v.profile_id = l.profile_id
 WHERE l.hosts = 1"""
+# at least as many runs as _PACKED reads (every stored profile's, not only each node's latest): the
+# size of its arrays, whose pages beyond what is filled are never touched (nor paid for); cheaper
+# than _PACKED's own sum (a window over its rows would have the database hold them all)
+_PACKED_BOUND = "SELECT sum(runs) FROM profile_vectors"
 # Suites (schema/migrations/0014_imported_suites.sql): configs are compared within one suite only:
 # each node's latest profile *in the suite* (v_latest_profile, profiles.suite) and, where the
 # registry holds several suites, that suite's configs. An imported config's throughput is 1 / median_s (a time-like cost of the whole
@@ -271,33 +275,54 @@ def _runs_sql(filtered: bool, dialect: str = "duckdb") -> str:
                         throughput=vectors.THROUGHPUT)
 
 
-def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict) -> dict:
-    """Every run of each node's latest profile in `suite` as arrays (node_id, threads, combo,
-    throughput), in the order each node's configs were measured: the packed profiles
-    (registry.profile.vectors) and, through SQL, the rest."""
+def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict, node_ids: np.ndarray) -> dict:
+    """Every run of each node's latest profile in `suite` as arrays (node: the position of its node_id
+    in `node_ids`, -1 where absent; threads, combo, throughput), in the order each node's configs
+    were measured: the packed profiles (registry.profile.vectors) and, through SQL, the rest."""
     runs = read_arrays(conn, _runs_sql(filtered, conn.dialect.name), {"suite": suite})
     first = runs.pop("first_run").astype(np.int64, copy=False)
     if len(first) > 1 and (first[1:] < first[:-1]).any():  # in measurement order (free when it already is)
         order = np.argsort(first, kind="stable")
         runs = {c: a[order] for c, a in runs.items()}
-    node, rows = vectors.read_packed(conn, _PACKED, {"suite": suite})
-    if not len(node):
+    runs["node"] = _positions(node_ids, runs.pop("node_id"))
+    bound = int(execute(conn, _PACKED_BOUND).scalar() or 0)
+    # each array of millions of runs made once and filled a chunk of profiles at a time (every array
+    # that size costs its page faults: 0.1 s of a 10,000-node match on this KVM guest)
+    threads_of = _threads_of(configs, filtered, suite)
+    packed = {"node": np.empty(bound, dtype=np.int64), "threads": np.empty(bound, dtype=np.int64),
+              "combo": np.empty(bound, dtype=np.int64), "throughput": np.empty(bound)}
+    at = 0
+    for row_node, counts, records in vectors.read_packed(conn, _PACKED, {"suite": suite}):
+        part = slice(at, at + len(records))
+        if part.stop > len(packed["node"]):     # profiles stored since the bound was read (READ COMMITTED)
+            packed = {c: np.resize(a, part.stop) for c, a in packed.items()}
+        config = records["config"].astype(np.int64)
+        np.take(threads_of, config, out=packed["threads"][part], mode="clip")   # (beyond the table: its -1)
+        combo = packed["combo"][part]
+        np.multiply(config, 64, out=combo)
+        combo += records["level"]
+        combo += 1
+        packed["throughput"][part] = records["throughput"]
+        packed["node"][part] = np.repeat(_positions(node_ids, row_node), counts)
+        at = part.stop
+    if not at:
         return runs
-    # each field read once out of the unaligned records into a column of its own
-    config, level = rows["config"].astype(np.int64), rows["level"].astype(np.int64)
-    throughput = rows["throughput"].astype(float)
-    ids = np.flatnonzero(np.bincount(config)).tolist()
-    known = [c for c in ids if c in configs and (not filtered or _suite_of(configs[c]) == suite)]
-    threads_of = np.full(ids[-1] + 1, -1, dtype=np.int64)   # -1: not a config of the suite (left out, as
-    threads_of[known] = [configs[c][6] for c in known]       # the SQL path's join leaves it)
-    threads = threads_of[config]
-    keep = (throughput > 0) & (threads >= 0)
-    packed = {"node_id": node, "threads": threads, "combo": config * 64 + level + 1, "throughput": throughput}
+    packed = {c: a[:at] for c, a in packed.items()}
+    keep = (packed["throughput"] > 0) & (packed["threads"] >= 0)
     if not keep.all():
         packed = {c: a[keep] for c, a in packed.items()}
-    if not len(runs["node_id"]):
+    if not len(runs["node"]):
         return packed
     return {c: np.concatenate([runs[c].astype(packed[c].dtype), packed[c]]) for c in packed}
+
+
+def _threads_of(configs: dict, filtered: bool, suite: str) -> np.ndarray:
+    """config_id -> its thread count, -1 for a config of another suite (left out, as the SQL path's
+    join leaves it) and, in the last place, for any id beyond the table (np.take's mode='clip')."""
+    known = [c for c, config in configs.items() if not filtered or _suite_of(config) == suite]
+    threads_of = np.full(max(configs, default=0) + 2, -1, dtype=np.int64)
+    threads_of[known] = [configs[c][6] for c in known]
+    return threads_of
 
 
 def _suite_of(config: tuple | None) -> str:
@@ -332,8 +357,8 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     config = {int(c): (u, f, p, j, k, s, int(t)) for c, u, f, p, j, k, s, t in zip(
         configs["config_id"], configs["ub"], configs["family"], configs["placement"], configs["params_json"],
         configs["config_key"], configs["suite"], configs["threads"])}
-    runs = _read_runs(conn, filtered, suite, config)
-    node = _positions(node_table["node_id"], runs["node_id"])
+    runs = _read_runs(conn, filtered, suite, config, node_table["node_id"])
+    node = runs["node"]
     throughput = runs["throughput"].astype(float, copy=False)
     threads, combo = runs["threads"].astype(np.int64, copy=False), runs["combo"].astype(np.int64, copy=False)
     keep = (node >= 0) & np.isfinite(throughput)  # (positive throughput: selected by the query)
@@ -354,13 +379,15 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     key_names, key_of_combo = np.unique(np.array(keys, dtype=str), return_inverse=True)
     placement_names, placement_of_combo = np.unique(np.array(placements, dtype=str), return_inverse=True)
     key = key_of_combo[combo_code]
-    placement = placement_of_combo[combo_code]
+    # (one placement, as in most registries: no gather of millions of runs for a column of zeros)
+    placement = placement_of_combo[combo_code] if len(placement_names) > 1 else np.zeros(len(key), dtype=np.intp)
     if exclude:
         kept = ~np.isin(key, np.flatnonzero([k.startswith(tuple(exclude)) for k in key_names.tolist()]))
         node, throughput, threads, key, placement, combo_code = (
             a[kept] for a in (node, throughput, threads, key, placement, combo_code))
     cpus_of = np.array([int(c) if c == c else 1 for c in node_table["n_cpus"].astype(float)], dtype=np.int64)
-    threads = np.where(threads == 0, cpus_of[node], threads)   # an imported 'all' config: the node's CPUs
+    if (threads == 0).any():   # an imported 'all' config: the node's CPUs
+        threads = np.where(threads == 0, cpus_of[node], threads)
     hardware = _hardware(node_table)
     if (hardware >= 0).any():   # (most registries: no two nodes on one machine, nothing to pool, no pass over the runs)
         throughput = _pool_one_thread(hardware[node], key, placement, threads, throughput)
@@ -446,14 +473,15 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     base_placement = np.full(len(p.key_names), -1)
     base_placement[p.key[base_runs]] = p.placement[base_runs]
     # node x key throughput, the preferred placement's run written last so that it wins (one placement
-    # in the registry, as in most: every run is preferred, and 1.5 million gathers are saved)
+    # in the registry, as in most: every run is preferred, and 1.5 million gathers are saved); node
+    # by node, as the runs come, so that the writes go through memory in order
     if len(p.placement_names) > 1:
         preferred = p.placement[at] == base_placement[p.key[at]]
         order = np.concatenate([at[~preferred], at[preferred]])
     else:
         order = at
-    matrix = np.full((len(p.key_names), len(p.node_names)), np.nan)
-    matrix[p.key[order], p.node[order]] = p.throughput[order]
+    matrix = np.full((len(p.node_names), len(p.key_names)), np.nan)
+    matrix[p.node[order], p.key[order]] = p.throughput[order]
     # only configs with a signature on the base node are references: the rest (most of a sweep) can
     # never be a phase's neighbour, and would otherwise weigh in the model's per-node median ratio
     # and feature relevances by how many of them the sweep happens to have
@@ -463,7 +491,7 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     rows = p.key[base_runs]
     used = np.flatnonzero(np.bincount(p.node[at], minlength=len(p.node_names)))
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_ratio = np.log(matrix[rows, base][:, None] / matrix[np.ix_(rows, used)])
+        log_ratio = np.ascontiguousarray(np.log(matrix[base, rows] / matrix[np.ix_(used, rows)]).T)
     names = p.key_names[rows].tolist()
     measured = ~np.isnan(values).all(axis=0)
     if not len(names) or not measured.any():
