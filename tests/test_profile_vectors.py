@@ -194,6 +194,28 @@ def test_a_record_of_the_wrong_length_is_a_clear_error(db_url):
     reg.close()
 
 
+@both_backends
+def test_the_quick_readers_stop_at_a_damaged_packed_row_and_stay_usable(db_url):
+    """Through the readers `match` uses (registry/db/duckread.py, pgread.py: PostgreSQL's packed rows
+    streamed in chunks), a damaged row is the same one-line error, and the reader reads on after it."""
+    from registry.db import duckread, pgread
+
+    reg = open_registry(db_url)
+    for node in ("n", "m"):
+        reg.write(lambda conn, node=node: store_profile(conn, host_record(node, f"h-{node}")))
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE profile_vectors SET runs = runs + 1 WHERE profile_id = "
+                             "(SELECT max(profile_id) FROM profile_vectors)"))
+    reg.close()
+    quick = duckread.open_current(db_url.removeprefix("duckdb:///")) or pgread.open_current(db_url)
+    assert quick is not None
+    with quick.connect() as conn:
+        with pytest.raises(UserError, match="do not hold their counts of runs.*doctor --fix"):
+            refs_mod.load_profiles(conn, "n")
+        assert sorted(r.name for r in conn.rows("SELECT name FROM nodes")) == ["m", "n"]
+    quick.close()
+
+
 def test_the_migration_packs_the_profiles_a_registry_holds(tmp_path):
     from registry.db.migrate import migrate
 

@@ -64,10 +64,11 @@ def fetch_chunks(conn: sa.Connection, sql: str, params: Mapping | None = None, r
     """The rows of `sql` as lists of at most `rows` plain tuples, fetched as they are read: a result
     of large values (the packed profiles' 39 MB at 10,000 nodes) is never held as Python objects all
     at once. The caller reads every chunk before it runs another statement on `conn`."""
+    if getattr(conn, "stream", None) is not None:      # a QuickReader on PostgreSQL (registry/db/pgread.py)
+        yield from conn.stream(sql, params, rows)
+        return
     if conn.dialect.name == "duckdb":
         cursor = _duckdb_result(conn, sql, params)
-    elif getattr(conn, "native", None) is not None:    # a QuickReader on PostgreSQL: its psycopg cursor
-        cursor = conn.native(sql, params)
     else:
         from registry.db.statement import execute
 
