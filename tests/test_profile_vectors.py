@@ -92,7 +92,7 @@ def test_packed_runs_are_read_a_chunk_at_a_time_into_arrays_of_any_bound(db_url,
             chunks.append(len(chunk))
             yield chunk
     monkeypatch.setattr(vectors_mod, "fetch_chunks", one_row_each)
-    for bound in ("SELECT 1", "SELECT 10 * sum(runs) FROM profile_vectors", refs_mod._PACKED_BOUND):
+    for bound in ("SELECT 1, 0, 0", "SELECT 10 * sum(runs), 0, 0 FROM profile_vectors", refs_mod._PACKED_BOUND):
         monkeypatch.setattr(refs_mod, "_PACKED_BOUND", bound)
         chunks.clear()
         assert _profiles(reg, "b") == unpacked, bound
@@ -140,6 +140,10 @@ def test_a_stored_profile_is_packed_and_a_node_of_several_hosts_is_read_through_
     single = {r[1:5]: r[5] for r in with_packed["rows"] if r[0] == "single"}
     memory = [r for r in twin if "memory" in r[1]]
     assert memory and all(r[5] == pytest.approx(single[r[1:5]] * 0.75) for r in memory)   # median of 1 and 0.5
+    with reg.begin() as conn:    # packed again, one host not known: a host of its own, as v_latest_profile has it
+        assert store_vectors(conn, conn.execute(sa.text("SELECT profile_id FROM profiles")).scalars().all()) == 3
+        conn.execute(sa.text("UPDATE profiles SET host = NULL WHERE host = 'h2'"))
+    assert _profiles(reg, "single") == with_packed
     reg.close()
 
 
