@@ -6,8 +6,9 @@ same command of a baseline revision (default `main`) on the same registry in the
     python scripts/bench_scale.py --nodes 1000 --configs 300 --reps 30 --db URL   # issue 8: rows/s per backend
 
 The baseline is `git archive REV` unpacked into a temporary folder and run with PYTHONPATH pointing
-there. The registry is built at the baseline's schema version; the baseline is timed first, then
-the registry is migrated to this checkout's schema and this checkout is timed. Each time is of the
+there. The registry is built at the baseline's schema version; where that is this checkout's too,
+the two commands' runs alternate (a shared host's load then moves both alike); else the baseline is
+timed first, then the registry is migrated to this checkout's schema and this checkout is timed. Each time is of the
 whole command (a process start included), wall clock and CPU (user + system of the process and its
 threads): on a shared machine, the CPU seconds move less than the wall clock.
 
@@ -35,7 +36,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from registry.db import open_registry, utcnow
-from registry.db.migrate import migrate
+from registry.db.migrate import latest_version, migrate
 from registry.db.write import allocate_ids, insert_returning, insert_rows, new_uid
 from registry.profile.vectors import store_vectors
 
@@ -191,14 +192,22 @@ def main() -> None:
         stats = build(url, args.nodes, args.configs, args.reps, schema=schema)
         trace_file = add_trace(url, Path(tmp))
         timed = {}
-        if code is not None:
-            timed[f"baseline {args.baseline}"] = time_match(url, trace_file, args.runs, code)
-            t0 = time.perf_counter()
-            reg = open_registry(url, migrate=False)
-            migrate(reg.engine)   # from schema PACKED_FROM on, this packs every profile (registry.profile.vectors)
-            reg.close()
-            stats["migration_s"] = time.perf_counter() - t0
-        timed["this checkout"] = time_match(url, trace_file, args.runs)
+        if code is not None and schema == latest_version():
+            # one schema for both: their runs alternate, so that the host's load moves both alike
+            for _ in range(args.runs):
+                for name, checkout in ((f"baseline {args.baseline}", code), ("this checkout", None)):
+                    wall, cpu = time_match(url, trace_file, 1, checkout)
+                    got = timed.setdefault(name, ([], []))
+                    got[0].extend(wall), got[1].extend(cpu)
+        else:
+            if code is not None:
+                timed[f"baseline {args.baseline}"] = time_match(url, trace_file, args.runs, code)
+                t0 = time.perf_counter()
+                reg = open_registry(url, migrate=False)
+                migrate(reg.engine)   # from schema PACKED_FROM on, this packs every profile (registry.profile.vectors)
+                reg.close()
+                stats["migration_s"] = time.perf_counter() - t0
+            timed["this checkout"] = time_match(url, trace_file, args.runs)
         stats.update({"backend": sa.make_url(url.replace("postgresql://", "postgresql+psycopg://")).get_backend_name(),
                       "cpus": os.cpu_count(), "load_average": os.getloadavg()[0],
                       "match": {name: {"wall_s": w, "cpu_s": c, "median_wall_s": _median(w), "median_cpu_s": _median(c)}
