@@ -91,6 +91,8 @@ def test_an_avx512_trace_is_not_ranked_on_an_aarch64_node_without_portable(cli, 
                      {"j": json.dumps({**fake_inventory().to_dict(), "architecture": "aarch64"})})
         assert node_offers(conn)["arm"] == Offer("aarch64", {"avx2"})
         assert node_offers(conn)["b"] == Offer("x86_64", {"avx2", "avx512f"})
+        ensure_node(conn, "unknown", None)     # nothing known of it: left out of the offers (not judged)
+        assert "unknown" not in node_offers(conn)
         store.save(conn, trace)
     reg.close()
     res = cli("match", "app", "--json", "--no-store")

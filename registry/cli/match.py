@@ -38,19 +38,24 @@ def _facts_meanwhile(st, conn, read):
 
 def _node_facts(conn, inputs, identity: tuple[str, str], options: dict, no_store: bool, portable: bool) -> tuple:
     """What ranking the projected nodes reads besides the projection's inputs: (caveats, the digest
-    of a prediction set to store or None, prices, memory, what each node can run or None)."""
+    of a prediction set to store or None, prices, memory, what each node can run: None with --portable or
+    where the trace recorded no binary to check; the profiles' dispersion, registry.match.project.Inputs)."""
     from registry.match import caveats as caveats_mod
+    from registry.match.calibration import load_dispersion
     from registry.match.capacity import node_memory
     from registry.match.portability import node_offers
     from registry.match.stored import inputs_digest, latest_digest
     from registry.prices import current_prices
 
+    dispersion = load_dispersion(conn, inputs.suite)   # (first: the projection waits for it at its end)
     caveats = caveats_mod.profile_caveats(conn, [inputs.base, *inputs.targets]) + \
         caveats_mod.working_set_caveats(conn, inputs.phases, inputs.base, inputs.targets, inputs.suite)
     digest = None if no_store else inputs_digest(conn, inputs, identity, options)
     if digest is not None and latest_digest(conn, inputs, identity[0]) == digest:
         digest = None  # this set is stored already
-    return caveats, digest, current_prices(conn), node_memory(conn), None if portable else node_offers(conn)
+    needs = inputs.found.trace.meta.get("binary")    # (none recorded: nothing to check, no node's offer read)
+    return (caveats, digest, current_prices(conn), node_memory(conn), None if portable or not needs else node_offers(conn),
+            dispersion)
 
 
 @app.command()
@@ -143,9 +148,11 @@ def match(
             say(f"note: {found.note}", err=True)
         comm = {"model": comm_model, "ranks": ranks, "threads": threads, "fabric": fabric}
         inputs = load_inputs(conn, found, base=base, nodes=targets, model=model, suite=suite,
-                             exclude=tuple(exclude or ()), comm=comm)
+                             exclude=tuple(exclude or ()), comm=comm, dispersion=configs)
         facts = None if configs else \
             _facts_meanwhile(st, conn, lambda c: _node_facts(c, inputs, identity, options, no_store, portable))
+        if facts is not None:
+            inputs.dispersion = lambda: facts()[5]
     if configs:
         st.close()
         from registry.cli.match_configs import print_configs
@@ -159,7 +166,7 @@ def match(
         with contextlib.suppress(Exception):
             facts()     # the reading ends, and closes the registry, before the projection's error is said
         raise
-    caveats, digest, prices, memory, offers = facts()
+    caveats, digest, prices, memory, offers, _ = facts()
     caveats_mod.apply(result, caveats, inputs.base)
     trace = inputs.found.trace
     apply_capacity(result, capacity(trace.samples, trace.interval_s)["peak_rss_bytes"], memory)

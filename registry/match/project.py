@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -381,7 +381,9 @@ class Inputs:
     suite: str = "nodereg"       # the suite of configs the references are drawn from
     exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
     calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
-    dispersion: dict[str, float] = field(default_factory=dict)   # node -> its profiles' RMS cv (calibration.py)
+    # node -> its profiles' RMS cv (calibration.py); or a function that gives it when the projection
+    # needs it (`nodereg match` reads it in a thread while it projects)
+    dispersion: dict[str, float] | Callable[[], dict[str, float]] = field(default_factory=dict)
     comm: object = None          # registry.match.comm.CommInputs: an MPI trace's communication part
 
 
@@ -393,12 +395,13 @@ WHERE a.name = :a AND n.name = :n ORDER BY r.run_id"""
 
 def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = None,
                 nodes: list[str] | None = None, model: str = PROJECTION, suite: str | None = None,
-                exclude: tuple[str, ...] = (), comm: dict | None = None) -> Inputs:
+                exclude: tuple[str, ...] = (), comm: dict | None = None, dispersion: bool = True) -> Inputs:
     """What projecting the traced app onto every node (or `nodes`) with `model` reads, checked. A
     model that needs streams (corredor) projects the phases that carry them (registry.match.streams).
     `suite`: the configs compared (default: registry.match.references.choose_suite); `exclude`:
     config key prefixes that are not references; `comm`: registry.match.comm.load's options (model,
-    ranks) for an MPI trace's communication part."""
+    ranks) for an MPI trace's communication part; `dispersion`: False where the caller sets
+    `Inputs.dispersion` itself."""
     trace = found.trace
     base = refs_mod.base_node(conn, trace.name, trace.node, base)
     if trace.status != "ok":
@@ -431,7 +434,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
                   stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude),
-                  load_calibration(conn, *model_identity(model)), load_dispersion(conn, suite),
+                  load_calibration(conn, *model_identity(model)), load_dispersion(conn, suite) if dispersion else {},
                   comm_mod.load(conn, trace, profiles.n_cpus[base], **(comm or {})))
 
 
@@ -467,7 +470,7 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
     threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
     warnings += _scaling_beyond_trace(nodes_out, threads)
     _widen(nodes_out, [float(trace.wall_s), *(t for _, n, t in inputs.runs if n is None or n == threads)],
-           inputs.calibration, inputs.dispersion, inputs.base)
+           inputs.calibration, inputs.dispersion() if callable(inputs.dispersion) else inputs.dispersion, inputs.base)
     warnings = list(dict.fromkeys([w for r in results for w in r.warnings] + warnings +
                                   [w for r in results for w in NodePredictions.of(r.predictions).all_warnings()]))
     return MatchResult(trace.name, inputs.base, *model_identity(model), wall, covered / wall if wall else 1.0,
