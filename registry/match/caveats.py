@@ -135,7 +135,8 @@ def apply(result, caveats: list[Caveat], base: str) -> None:
     for c in caveats:
         factor[c.node] = factor.get(c.node, 1.0) * c.factor
     everywhere = factor.get(base, 1.0)
-    for n in result.nodes:
+    # (a factor of 1 changes nothing: with none on the base node, only the nodes with caveats are widened)
+    for n in result.nodes if everywhere != 1.0 else [n for n in result.nodes if n.node in factor]:
         f = everywhere * (factor.get(n.node, 1.0) if n.node != base else 1.0)
         n.widen(f"the profiles' caveats x{f:.2g} (see the warnings)", n.low_s / f, n.high_s * f)
     groups: dict[tuple, list[Caveat]] = {}

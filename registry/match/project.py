@@ -513,17 +513,23 @@ def widen_all(nodes: list[NodeResult], step: str | list[str], low: np.ndarray, h
     """`NodeResult.widen` of every node at once, from arrays (`step`: one text, or one per node):
     a 10,000-node match sets its intervals in array operations, the steps recorded as `widen`
     records them (the first, and each that moves an end by more than 0.1%)."""
-    def close(a: np.ndarray, b: np.ndarray) -> np.ndarray:   # math.isclose(a, b, rel_tol=1e-3), elementwise
-        with np.errstate(invalid="ignore"):
-            return (a == b) | (np.isfinite(a) & np.isfinite(b) &
-                               (np.abs(a - b) <= 1e-3 * np.maximum(np.abs(a), np.abs(b))))
     was_low, was_high = interval_arrays(nodes, ("low_s", "high_s"))
-    moved = (~(close(low, was_low) & close(high, was_high))).tolist()
+    moved = _moved(low, high, was_low, was_high).tolist()
     steps = [step] * len(nodes) if isinstance(step, str) else step
     for n, lo, hi, m, text in zip(nodes, low.tolist(), high.tolist(), moved, steps):
         if m or not n.steps:
             n.steps.append({"step": text, "low_s": lo, "high_s": hi})
         n.low_s, n.high_s = lo, hi
+
+
+def _moved(low: np.ndarray, high: np.ndarray, was_low: np.ndarray, was_high: np.ndarray) -> np.ndarray:
+    """Where an interval moved as `NodeResult.widen` tells it (an end not math.isclose at rel_tol
+    1e-3), elementwise."""
+    def close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return (a == b) | (np.isfinite(a) & np.isfinite(b) &
+                               (np.abs(a - b) <= 1e-3 * np.maximum(np.abs(a), np.abs(b))))
+    return ~(close(low, was_low) & close(high, was_high))
 
 
 SCALING_SEEN = 2    # beyond this many times the traced thread count, the app's own scaling is a guess
@@ -573,12 +579,15 @@ def _add_up(results: list[PhaseResult], targets: list[str], wall: float, rest: f
     warnings = [f"{targets[i]}: some phases could not be projected (no comparable configs measured there)"
                 for i in np.flatnonzero(~projected).tolist()]
     kept = np.flatnonzero(projected)
-    out = [NodeResult(targets[i], p, lo, hi, threads=t or None, speedup=wall / p)
-           for i, p, lo, hi, t in zip(kept.tolist(), predicted[kept].tolist(), phase_low[kept].tolist(),
-                                       phase_high[kept].tolist(), threads[kept].tolist())]
-    widen_all(out, "the phases' bounds, summed", phase_low[kept], phase_high[kept])
-    widen_all(out, f"+ the {rest:.3g} s no phase covers, at the phases' lowest and highest ratio",
-              lows[kept], highs[kept])
+    # the steps two `widen`s would record (the phases' bounds, then the rest's), made with the nodes
+    summed, plus = "the phases' bounds, summed", f"+ the {rest:.3g} s no phase covers, at the phases' lowest and highest ratio"
+    moved = _moved(lows[kept], highs[kept], phase_low[kept], phase_high[kept]).tolist()
+    out = [NodeResult(targets[i], p, lo2, hi2, threads=t or None, speedup=wall / p,
+                      steps=[{"step": summed, "low_s": lo, "high_s": hi}, {"step": plus, "low_s": lo2, "high_s": hi2}]
+                      if m else [{"step": summed, "low_s": lo, "high_s": hi}])
+           for i, p, lo, hi, lo2, hi2, t, m in zip(kept.tolist(), predicted[kept].tolist(), phase_low[kept].tolist(),
+                                                   phase_high[kept].tolist(), lows[kept].tolist(), highs[kept].tolist(),
+                                                   threads[kept].tolist(), moved)]
     out.sort(key=lambda n: n.predicted_s)
     for i, n in enumerate(out, 1):
         n.rank = i
