@@ -94,3 +94,23 @@ def test_option_values_keep_their_meaning_and_their_errors(cli, db_url):
     assert_one_line_error(cli("nodes", "--min-vcpus", "-1"), "--min-vcpus", "greater than or equal to 0")
     assert_one_line_error(cli("nodes", "--min-vcpus", "four"), "--min-vcpus", "valid integer")
     assert_one_line_error(cli("--wait", "soon", "nodes"), "--wait", "valid number")
+
+
+def test_a_postgresql_server_that_cannot_be_reached_is_tried_once(cli, monkeypatch):
+    """The PostgreSQL quick reader (registry/db/pgread.py) says a failed connection in one line at
+    once; before, the usual open tried the same server again (a host that drops packets made the
+    user wait twice for libpq's connect timeout)."""
+    import psycopg
+
+    tries = []
+
+    def refused(*args, **kwargs):
+        tries.append(args)
+        raise psycopg.OperationalError("connection to server at \"127.0.0.1\", port 5999 failed: Connection refused")
+
+    monkeypatch.setattr(psycopg, "connect", refused)
+    monkeypatch.setattr(psycopg.Connection, "connect", classmethod(lambda cls, *a, **k: refused(*a)))
+    res = cli("--db", "postgresql://someone:secret@localhost:5999/none", "nodes")
+    assert res.code == 1 and len(tries) == 1, (res, tries)
+    assert res.err.startswith("error: database error (postgresql+psycopg://someone:***@localhost:5999/none)")
+    assert "Connection refused" in res.err and "secret" not in res.err and len(res.err.strip().splitlines()) == 1

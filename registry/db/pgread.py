@@ -74,6 +74,11 @@ def open_current(cli_value: str | None) -> PgReader | None:
         return None
     try:
         con = psycopg.connect(uri)
+    except psycopg.OperationalError as exc:   # the server cannot be reached, or refuses us: said now, not
+        from registry.db.engine import db_error  # tried again by the usual open (a host that drops
+        from registry.db.url import resolve_url  # packets would make the user wait twice for libpq's timeout)
+
+        raise db_error(exc, resolve_url(cli_value)) from None
     except psycopg.Error:
         return None
     con.read_only = True     # every transaction BEGIN READ ONLY: the server refuses any write
