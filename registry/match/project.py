@@ -239,10 +239,7 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     Returns (predictions, threads per node, base threads of the references, the model, warnings)."""
     lo_of, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
     part = predict_many(model, query, nodes)
-    at = np.array([profiles.code[n] for n in nodes], dtype=np.int64)
-    lo = refs_mod.threads_on(profiles, mode, k, "below")[at]
-    want = refs_mod.wanted_threads(profiles, mode, k)[at]
-    hi = refs_mod.threads_on(profiles, mode, k, "above")[at]
+    lo, want, hi = _counts(profiles, nodes, mode, k, cache)
     between = np.flatnonzero((0 < lo) & (lo < want) & (want < hi))
     if len(between):
         upper_model = _fitted(profiles, model_name, options, mode, k, cache, "above")[2]
@@ -265,6 +262,18 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
                     want[np.concatenate([between, beyond])].astype(int).tolist()))
     threads = {**lo_of, **said}     # (every node asked for is one of the registry's: lo_of has it)
     return part, threads, base_threads, model, warnings
+
+
+def _counts(profiles, nodes: list[str], mode: str, k: int, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node of `nodes`: the measured thread counts below and above the wanted one, and the
+    wanted one (registry.match.references.threads_on), computed once per thread mode for the
+    phases of a trace, which all ask for the same nodes."""
+    key = ("counts", mode, k)
+    if key not in cache or cache[key][0] is not nodes:
+        at = np.array([profiles.code[n] for n in nodes], dtype=np.int64)
+        cache[key] = (nodes, refs_mod.threads_on(profiles, mode, k, "below")[at],
+                      refs_mod.wanted_threads(profiles, mode, k)[at], refs_mod.threads_on(profiles, mode, k, "above")[at])
+    return cache[key][1:]
 
 
 def _blend(a: NodePredictions, b: NodePredictions, between: np.ndarray, want: np.ndarray, lo: np.ndarray,
