@@ -19,9 +19,13 @@ inside the reference data. The same inner cross-validation then decides, coordin
 the prior also weighs each reference by its track record (how well it alone predicts the reference
 apps of other families) and how much the other thread class counts (an app named all-CPU may scale
 like one-CPU references); each query then takes, of the settings tried, the one that did best on the
-reference apps whose pattern resembles its own (docs/crossarch.md). The residuals of that choice give the intervals: per node, the quantile
-of the reference applications' absolute log errors at the nominal coverage (split-conformal in
-spirit; calibrated on apps, not on the app predicted).
+reference apps whose pattern resembles its own (docs/crossarch.md). The reference apps that judge are
+those of the query's thread class, or, for an app of a known group (Geekbench single-core or
+multi-core, compression: known from its name) with at least three other families of that group among
+them, that group's alone (`scope`): a Geekbench workload's references are judged on the other
+Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals: per
+node, the quantile of the reference applications' absolute log errors at the nominal coverage
+(split-conformal in spirit; calibrated on apps, not on the app predicted).
 """
 
 from __future__ import annotations
