@@ -251,7 +251,7 @@ def test_similar_runs_judges_references_on_the_querys_app_group():
     assert E_class[m] < E_class[c] and E_group[c] < E_group[m]
     assert model.scope(True, "geekbench-single") == (True, "geekbench-single")
     assert model.scope(True, "compression") == (True, "compression")
-    assert model.scope(True, "redis-web") is True     # no other family of the group: the class
+    assert model.scope(True, "redis-web") is True     # no app of the group: the class
     goal = cal.targets(data, app, cal_nodes)
     actual = data.times.loc[goal, app].to_numpy()
     q = query(app, data.times[app], cal_nodes, True)
@@ -269,16 +269,17 @@ def test_a_node_the_favoured_references_miss_gets_the_plain_priors_prediction():
     data, _ = world()
     app, cal_nodes, bare = "compression:lz4-1:compress:1t", ["Zen4-0", "Graviton3-1", "IceLake-2"], "Zen3-3"
     model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
-    tol, plain, half = model._choose(True)
+    key = model.scope(True, "compression")   # the query's scope: its app group
+    tol, plain, half = model._choose(True, "compression")
     sharp = plain._replace(sharpness=0.001)
-    favoured = reliability_factor(model._track_records(True)[0], 0.001) > 1e-6
+    favoured = reliability_factor(model._track_records(True, "compression")[0], 0.001) > 1e-6
     column = model.fitted["nodes"].index(bare)
     model.fitted["L"][favoured, column] = np.nan
     model.tolerance = tol   # one setting: the per-query choice keeps it
     q = query(app, data.times[app], cal_nodes, True)
-    model.fitted["choice"][True] = (tol, sharp, half)
+    model.fitted["choice"][key] = (tol, sharp, half)
     got = model.predict(q, [bare, "Zen3-4"])
-    model.fitted["choice"][True] = (tol, Choice(plain.app_weight), half)
+    model.fitted["choice"][key] = (tol, Choice(plain.app_weight), half)
     want = model.predict(q, [bare])
     assert np.isfinite(got[0].predicted_s) and got[0].predicted_s == pytest.approx(want[0].predicted_s)
     assert got[0].explanation["sharpness"] == 0.001 and np.isfinite(got[1].predicted_s)

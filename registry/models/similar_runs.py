@@ -21,9 +21,9 @@ apps of other families) and how much the other thread class counts (an app named
 like one-CPU references); each query then takes, of the settings tried, the one that did best on the
 reference apps whose pattern resembles its own (docs/crossarch.md). The reference apps that judge are
 those of the query's thread class, or, for an app of a known group (Geekbench single-core or
-multi-core, compression: known from its name) with at least three other families of that group among
-them, that group's alone (`scope`): a Geekbench workload's references are judged on the other
-Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals: per
+multi-core, compression, Redis and the static web server: known from its name) with another family
+of that group among them, that group's alone (`scope`): a Geekbench workload's references are judged
+on the other Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals: per
 node, the quantile of the reference applications' absolute log errors at the nominal coverage
 (split-conformal in spirit; calibrated on apps, not on the app predicted).
 """
@@ -49,7 +49,7 @@ TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
 SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean error (None: no such prior)
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
-MIN_GROUP_FAMILIES = 3         # other app families of the query's app group before its own scope serves
+MIN_GROUP_FAMILIES = 1         # other app families of the query's app group before its own scope serves
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
 
@@ -192,8 +192,10 @@ class SimilarRunsModel(ProjectionModel):
     def scope(self, single: bool, group: str | None = None) -> bool | tuple[bool, str]:
         """Whose reference apps judge the references and the settings for a query: its thread class
         (the key is the class, a bool), or, for a query of a known app group (Geekbench single-core,
-        compression, ...) with at least MIN_GROUP_FAMILIES other families of that group among the
-        reference apps of its class, that group alone: (class, group)."""
+        compression, Redis and the static web server, ...) with at least MIN_GROUP_FAMILIES other
+        families of that group among the reference apps of its class, that group alone: (class, group).
+        A group of fewer than MIN_TRACK_FAMILIES families (Redis for the static web server, and the
+        reverse) chooses the settings but gives no track record."""
         if group is None:
             return bool(single)
         f = self.fitted
