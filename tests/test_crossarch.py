@@ -261,6 +261,13 @@ def test_similar_runs_judges_references_on_the_querys_app_group():
         return np.median(np.abs(np.array([p.predicted_s for p in preds]) / actual - 1))
 
     assert error(app) < 0.05 and error("mine:app:single") > 2 * error(app)
+    # a group of one other family (lz4's: zstd) chooses the settings on it, without a track record
+    small, _ = world()
+    lz4 = create("similar-runs").fit(ReferenceBank(small).reference_set(
+        app_family("compression:lz4-1:compress:1t"), ["Zen4-0", "Graviton3-1", "IceLake-2"]))
+    assert lz4.scope(True, "compression") == (True, "compression")
+    assert [lz4.fitted["refs"][i] for i in lz4.inner_targets(True, "compression")] == ["compression:zstd-1:compress:1t"]
+    assert lz4._choose(True, "compression")[1].sharpness is None
 
 
 def test_a_node_the_favoured_references_miss_gets_the_plain_priors_prediction():
