@@ -227,22 +227,66 @@ def test_similar_runs_chooses_per_query_among_the_settings_the_inner_cv_tried():
     assert errors[(local_tol, local)] <= np.median(list(errors.values()))
 
 
+def test_similar_runs_judges_references_on_the_querys_app_group():
+    """Geekbench workloads scale with core speed, the (more numerous) compression algorithms with memory
+    speed. Across the thread class the memory-like reference has the better track record; on the other
+    Geekbench workloads, the core-like one. A Geekbench query at K = 1 (where the prior alone decides)
+    is judged on its group and predicted near the noise; the same pattern under a name of no group
+    falls back to the class's scope and is far off."""
+    rng = np.random.default_rng(3)
+    nodes = synthetic_nodes(rng, 10, [2, 8, 32])
+    core, mem = np.log(1 / nodes["core"]), np.log(1 / nodes["mem"])
+    noisy = lambda x: np.exp(x + rng.normal(0, 0.01, len(nodes)))  # noqa: E731
+    configs = {"sc:core:1t": noisy(core), "sc:mem:1t": noisy(mem), "sc:core:all": noisy(core - np.log(nodes["n_cpus"]))}
+    times = {f"geekbench:{w}:single": noisy(core) for w in ("alpha", "beta", "gamma", "delta", "eps")}
+    times |= {f"compression:{a}-1:compress:1t": noisy(mem) for a in ("zstd", "lz4", "brotli", "gzip", "bzip2",
+                                                                     "xz", "zpaq", "lzma")}
+    data = CrossData(pd.DataFrame(configs, index=nodes.index), pd.DataFrame(times, index=nodes.index),
+                     nodes[["architecture", "cpu_family", "n_cpus"]])
+    app, cal_nodes = "geekbench:alpha:single", ["Zen4-0"]
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    rows = model.fitted["refs"]
+    c, m = rows.index("sc:core:1t"), rows.index("sc:mem:1t")
+    E_class, E_group = model._track_records(True)[0], model._track_records(True, "geekbench-single")[0]
+    assert E_class[m] < E_class[c] and E_group[c] < E_group[m]
+    assert model.scope(True, "geekbench-single") == (True, "geekbench-single")
+    assert model.scope(True, "compression") == (True, "compression")
+    assert model.scope(True, "redis-web") is True     # no app of the group: the class
+    goal = cal.targets(data, app, cal_nodes)
+    actual = data.times.loc[goal, app].to_numpy()
+    q = query(app, data.times[app], cal_nodes, True)
+
+    def error(name):
+        preds = model.predict(type(q)(name, q.signature, q.base_time_s), goal)
+        return np.median(np.abs(np.array([p.predicted_s for p in preds]) / actual - 1))
+
+    assert error(app) < 0.05 and error("mine:app:single") > 2 * error(app)
+    # a group of one other family (lz4's: zstd) chooses the settings on it, without a track record
+    small, _ = world()
+    lz4 = create("similar-runs").fit(ReferenceBank(small).reference_set(
+        app_family("compression:lz4-1:compress:1t"), ["Zen4-0", "Graviton3-1", "IceLake-2"]))
+    assert lz4.scope(True, "compression") == (True, "compression")
+    assert [lz4.fitted["refs"][i] for i in lz4.inner_targets(True, "compression")] == ["compression:zstd-1:compress:1t"]
+    assert lz4._choose(True, "compression")[1].sharpness is None
+
+
 def test_a_node_the_favoured_references_miss_gets_the_plain_priors_prediction():
     """A sharp track record puts the weight on a few references; on a node where none of those was
     measured the plain prior's prediction serves (before: no prediction, the weight-share rule)."""
     data, _ = world()
     app, cal_nodes, bare = "compression:lz4-1:compress:1t", ["Zen4-0", "Graviton3-1", "IceLake-2"], "Zen3-3"
     model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
-    tol, plain, half = model._choose(True)
+    key = model.scope(True, "compression")   # the query's scope: its app group
+    tol, plain, half = model._choose(True, "compression")
     sharp = plain._replace(sharpness=0.001)
-    favoured = reliability_factor(model._track_records(True)[0], 0.001) > 1e-6
+    favoured = reliability_factor(model._track_records(True, "compression")[0], 0.001) > 1e-6
     column = model.fitted["nodes"].index(bare)
     model.fitted["L"][favoured, column] = np.nan
     model.tolerance = tol   # one setting: the per-query choice keeps it
     q = query(app, data.times[app], cal_nodes, True)
-    model.fitted["choice"][True] = (tol, sharp, half)
+    model.fitted["choice"][key] = (tol, sharp, half)
     got = model.predict(q, [bare, "Zen3-4"])
-    model.fitted["choice"][True] = (tol, Choice(plain.app_weight), half)
+    model.fitted["choice"][key] = (tol, Choice(plain.app_weight), half)
     want = model.predict(q, [bare])
     assert np.isfinite(got[0].predicted_s) and got[0].predicted_s == pytest.approx(want[0].predicted_s)
     assert got[0].explanation["sharpness"] == 0.001 and np.isfinite(got[1].predicted_s)

@@ -19,9 +19,13 @@ inside the reference data. The same inner cross-validation then decides, coordin
 the prior also weighs each reference by its track record (how well it alone predicts the reference
 apps of other families) and how much the other thread class counts (an app named all-CPU may scale
 like one-CPU references); each query then takes, of the settings tried, the one that did best on the
-reference apps whose pattern resembles its own (docs/crossarch.md). The residuals of that choice give the intervals: per node, the quantile
-of the reference applications' absolute log errors at the nominal coverage (split-conformal in
-spirit; calibrated on apps, not on the app predicted).
+reference apps whose pattern resembles its own (docs/crossarch.md). The reference apps that judge are
+those of the query's thread class, or, for an app of a known group (Geekbench single-core or
+multi-core, compression, Redis and the static web server: known from its name) with another family
+of that group among them, that group's alone (`scope`): a Geekbench workload's references are judged
+on the other Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals: per
+node, the quantile of the reference applications' absolute log errors at the nominal coverage
+(split-conformal in spirit; calibrated on apps, not on the app predicted).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
 SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean error (None: no such prior)
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
+MIN_GROUP_FAMILIES = 1         # other app families of the query's app group before its own scope serves
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
 
@@ -68,6 +73,14 @@ def family_codes(names: list[str]) -> np.ndarray:
 
     seen: dict[str, int] = {}
     return np.array([seen.setdefault(app_family(str(n)), len(seen)) for n in names])
+
+
+def app_groups(names: list[str]) -> np.ndarray:
+    """Each reference's app group (registry.io.sparecores.apps.app_group: 'geekbench-single',
+    'compression', ...; '' for a micro-benchmark or an app of no Spare Cores group)."""
+    from registry.io.sparecores.apps import app_group
+
+    return np.array([app_group(str(n)) or "" for n in names], dtype=object)
 
 
 def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
@@ -169,10 +182,38 @@ class SimilarRunsModel(ProjectionModel):
         self.fitted["inner"] = {}    # per query thread class: (reference apps, nodes, their inner-CV log predictions)
         return self
 
-    def inner_targets(self, single: bool) -> np.ndarray:
-        """The references the inner cross-validation predicts for queries of this thread class: its
-        applications (its references, or all of them, where fewer than 5)."""
+    def _groups(self) -> np.ndarray:
+        """The references' app groups (app_groups), computed once per fit."""
         f = self.fitted
+        if "groups" not in f:
+            f["groups"] = app_groups(f["refs"])
+        return f["groups"]
+
+    def scope(self, single: bool, group: str | None = None) -> bool | tuple[bool, str]:
+        """Whose reference apps judge the references and the settings for a query: its thread class
+        (the key is the class, a bool), or, for a query of a known app group (Geekbench single-core,
+        compression, Redis and the static web server, ...) with at least MIN_GROUP_FAMILIES other
+        families of that group among the reference apps of its class, that group alone: (class, group).
+        A group of fewer than MIN_TRACK_FAMILIES families (Redis for the static web server, and the
+        reverse) chooses the settings but gives no track record."""
+        if group is None:
+            return bool(single)
+        f = self.fitted
+        cache = f.setdefault("scopes", {})
+        if (bool(single), group) not in cache:
+            mine = f["app"] & (f["single"] == single) & (self._groups() == group)
+            enough = len(set(family_codes(f["refs"])[mine])) >= MIN_GROUP_FAMILIES
+            cache[(bool(single), group)] = (bool(single), group) if enough else bool(single)
+        return cache[(bool(single), group)]
+
+    def inner_targets(self, single: bool, group: str | None = None) -> np.ndarray:
+        """The references the inner cross-validation predicts for queries of this thread class: its
+        applications (its references, or all of them, where fewer than 5); those of the query's app group
+        where the scope is the group."""
+        f = self.fitted
+        key = self.scope(single, group)
+        if isinstance(key, tuple):
+            return np.flatnonzero(f["app"] & (f["single"] == single) & (self._groups() == key[1]))
         targets = np.flatnonzero(f["app"] & (f["single"] == single))
         if len(targets) < 5:
             targets = np.flatnonzero(f["single"] == single) if (f["single"] == single).sum() >= 5 else \
@@ -189,27 +230,27 @@ class SimilarRunsModel(ProjectionModel):
             others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
         return others
 
-    def _prior(self, single: bool, choice: Choice) -> np.ndarray:
+    def _prior(self, single: bool, choice: Choice, group: str | None = None) -> np.ndarray:
         """The references' prior weights for a query of this thread class under a grid choice: the app
         weight, the other thread class's weight, and with a sharpness each reference's track record."""
         f = self.fitted
         prior = np.where(f["single"] == single, 1.0, choice.other) * np.where(f["app"], choice.app_weight, 1.0)
         if choice.sharpness:
-            prior = prior * reliability_factor(self._track_records(single)[0], choice.sharpness)
+            prior = prior * reliability_factor(self._track_records(single, group)[0], choice.sharpness)
         return prior
 
-    def _track_records(self, single: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _track_records(self, single: bool, group: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(E, E_minus, target families): E[r] is reference r's mean absolute log error as a single ratio
         (offset from the calibration nodes) predicting the reference apps of this thread class on the
         scored nodes, averaged per app family (pairs of one family not scored), then over families, so
         that 68 compression variants count as one family; E_minus[r, g] leaves family g out, for an
         inner target of family g (its own errors must not choose its references)."""
         f = self.fitted
-        key = bool(single)
+        key = self.scope(single, group)
         cache = f.setdefault("track", {})
         if key in cache:
             return cache[key]
-        targets = self.inner_targets(single)
+        targets = self.inner_targets(single, group)
         fam = family_codes(f["refs"])
         L = f["L"][:, self.scored_nodes()]
         Fm = f["F"].mean(axis=1)
@@ -231,22 +272,22 @@ class SimilarRunsModel(ProjectionModel):
         cache[key] = (E, E_minus, groups)
         return cache[key]
 
-    def _choose(self, single: bool) -> tuple[float, Choice, np.ndarray]:
+    def _choose(self, single: bool, group: str | None = None) -> tuple[float, Choice, np.ndarray]:
         """(tolerance, Choice, per-node half width of the interval) for queries of this thread class, by
         predicting each reference app of the class from the others (family left out): the tolerance
         and app weight over their grid, then (coordinate-wise, each kept only if it lowers the inner
         error) the track record's sharpness, the other thread class's weight, and the tolerance again."""
         f = self.fitted
-        key = bool(single)
+        key = self.scope(single, group)
         if key in f["choice"]:
             return f["choice"][key]
-        targets = self.inner_targets(single)
+        targets = self.inner_targets(single, group)
         fam = family_codes(f["refs"])
         others = self.scored_nodes()
         L = f["L"][:, others]
         track = None
         if len(set(fam[targets])) >= MIN_TRACK_FAMILIES:
-            _, E_minus, groups = self._track_records(single)
+            _, E_minus, groups = self._track_records(single, group)
             track = E_minus[:, np.searchsorted(groups, fam[targets])].T
 
         def inner(tol: float, choice: Choice) -> tuple:
@@ -293,26 +334,27 @@ class SimilarRunsModel(ProjectionModel):
         half[self.scored_nodes()] = np.where(np.isfinite(per), per, glob)
         return half
 
-    def _local_choice(self, single: bool, q: np.ndarray) -> tuple[float, Choice, np.ndarray]:
+    def _local_choice(self, single: bool, q: np.ndarray, group: str | None = None
+                      ) -> tuple[float, Choice, np.ndarray]:
         """The hyper-parameters for one query: of every setting the inner cross-validation tried, the one
         with the lowest error on the reference apps whose pattern resembles the query's (weight
         exp(-SSE / 2s^2), s the class's chosen tolerance, each app family counted once). With one
         calibration node every pattern is alike: the class's choice."""
         f = self.fitted
-        tol, choice, half = self._choose(single)
+        tol, choice, half = self._choose(single, group)
         if len(q) < 2 or self.tolerance:
             return tol, choice, half
-        targets = self.inner_targets(single)
+        targets = self.inner_targets(single, group)
         fam = family_codes(f["refs"])[targets]
         patterns = f["F"][targets]
         gaps = q[None, :] - patterns
         sse = ((gaps - gaps.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
         v = np.exp(-(sse - sse.min()) / (2 * tol ** 2)) / np.bincount(fam)[fam]
         scores = []
-        for _, _, per_app, _ in f["tried"][bool(single)]:
+        for _, _, per_app, _ in f["tried"][self.scope(single, group)]:
             ok = np.isfinite(per_app)
             scores.append((v[ok] * per_app[ok]).sum() / max(v[ok].sum(), 1e-300) if ok.any() else np.inf)
-        local_tol, local, _, err = f["tried"][bool(single)][int(np.argmin(scores))]
+        local_tol, local, _, err = f["tried"][self.scope(single, group)][int(np.argmin(scores))]
         if (local_tol, local) == (tol, choice):
             return tol, choice, half
         return local_tol, local, self._half_widths(err)
@@ -329,8 +371,9 @@ class SimilarRunsModel(ProjectionModel):
             raise UserError(f"similar-runs: the query has no value for {', '.join(missing[:3])}")
         q = np.array([float(sig[c]) for c in f["columns"]])
         single = float(sig.get(SINGLE, 0.0)) > 0.5
-        tol, weight, half = self._local_choice(single, q)
-        log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
+        group = app_groups([query.name])[0] or None
+        tol, weight, half = self._local_choice(single, q, group)
+        log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight, group)[None, :], tol)[0]
         if weight != Choice(weight.app_weight) and np.isnan(log).any():
             # a track record or the other class's weight can put the weight on a few references; a node
             # where those were not measured gets the plain prior's prediction, not none
