@@ -308,7 +308,7 @@ def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict, n
     for row_node, counts, records in vectors.read_packed(conn, _PACKED, {"suite": suite}):
         part = slice(at, at + len(records))
         if part.stop > len(packed["node"]):     # profiles stored since the bound was read (READ COMMITTED)
-            packed = {c: np.resize(a, part.stop) for c, a in packed.items()}
+            packed = {c: np.resize(a, max(part.stop, 2 * len(a))) for c, a in packed.items()}
         config = records["config"].astype(np.int64)
         np.take(threads_of, config, out=packed["threads"][part], mode="clip")   # (beyond the table: its -1)
         combo = packed["combo"][part]
