@@ -139,6 +139,36 @@ def test_one_thread_runs_of_one_machine_are_pooled(db_url, registry):
     assert triad(pooled, "b", 2) == triad(alone, "b", 2) and triad(pooled, "fast", 1) == triad(alone, "fast", 1)
 
 
+def test_a_cpu_subset_of_the_base_machine_is_slower_by_at_most_its_cpu_ratio(cli, db_url, registry):
+    """b (2 CPUs) and one (1 CPU) made of one host's CPUs, b's two-thread bandwidth 2.5x what the
+    profile says (3.75x one thread, as this guest's noisy profiles read up to 3.2x): the memory
+    phase, on both CPUs of b, is predicted at most 2x slower on one (half the CPUs), with a
+    warning; one on another host keeps the configs' ratio."""
+    def memory_phase_on_one() -> tuple[float, list[str]]:
+        res = cli("match", "app", "--json", "--no-store", "--explain")
+        assert res.code == 0, res.err
+        doc = json.loads(res.out)
+        (phase,) = [p for p in doc["phases"] if p["name"] == "memory"]
+        return phase["per_node"]["one"]["predicted_s"], doc["warnings"]
+
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE profile_runs SET median_s = median_s / 2.5 WHERE profile_id IN (SELECT "
+                             "p.profile_id FROM profiles p JOIN nodes n ON n.node_id = p.node_id WHERE n.name = 'b') "
+                             "AND config_id IN (SELECT config_id FROM ub_configs WHERE threads = 2) AND bytes_per_rep > 0"))
+    reg.close()
+    apart, said = memory_phase_on_one()
+    assert apart > 2.5 * 10.0 and not any("own machine" in w for w in said)
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE profiles SET host = 'h' WHERE node_id IN "
+                             "(SELECT node_id FROM nodes WHERE name IN ('b', 'one'))"))
+    reg.close()
+    together, said = memory_phase_on_one()
+    assert 10.0 < together <= 2 * 10.0 * 1.0001
+    assert any("phase memory: on 1 node of the base node's own machine" in w for w in said), said
+
+
 def test_predictions_are_stored_and_file_argument_works(cli, sql_reader, registry):
     assert cli("match", str(registry), "--top", "2").code == 0
     stored = json.loads(cli("sql", "SELECT node, model_name, node_rank FROM v_predictions ORDER BY node_rank",

@@ -240,6 +240,8 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     lo_of, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
     part = predict_many(model, query, nodes)
     lo, want, hi = _counts(profiles, nodes, mode, k, cache)
+    part, bounded = _within_cpu_ratio(part, profiles, nodes, query.base_time_s, want,
+                                      refs_mod.wanted_threads(profiles, mode, k)[profiles.base_code], cache)
     between = np.flatnonzero((0 < lo) & (lo < want) & (want < hi))
     if len(between):
         upper_model = _fitted(profiles, model_name, options, mode, k, cache, "above")[2]
@@ -252,6 +254,10 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
         part = NodePredictions(part.nodes, part.predicted, low, part.high, part.explanation, part.warnings,
                                part.flags)
     warnings = []
+    if bounded:
+        warnings.append(f"phase {query.name}: on {plural(bounded, 'node')} of the base node's own machine (CPU "
+                        "subsets of it) the configs' ratio went beyond the ratio of CPUs the phase runs on: "
+                        "bounded by it")
     if len(beyond):
         shown = ", ".join(f"{nodes[i]} ({int(want[i])} threads, measured up to {hi[i]})" for i in beyond[:3].tolist())
         more = f" and {len(beyond) - 3} more" if len(beyond) > 3 else ""
@@ -262,6 +268,36 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
                     want[np.concatenate([between, beyond])].astype(int).tolist()))
     threads = {**lo_of, **said}     # (every node asked for is one of the registry's: lo_of has it)
     return part, threads, base_threads, model, warnings
+
+
+def _within_cpu_ratio(part: NodePredictions, profiles, nodes: list[str], time_s: float, want: np.ndarray,
+                      base_want: float, cache: dict) -> tuple[NodePredictions, int]:
+    """A part on a node of the base node's own machine (a CPU subset of it, `profile --cpus`: the
+    same cores, caches and memory) takes between 1 and base_want / want times its base time: the
+    same work on fewer CPUs is at most that much slower (perfect scaling) and at least not faster,
+    and on more CPUs the reverse. The configs' ratios can say more: in this guest's profiles two
+    threads of the memory load read 2.3-3.2x one thread's bandwidth where programs gained 1.7-2.0x
+    from the second CPU, and every prediction for the one-CPU node was too slow (docs/validation.md).
+    Prediction and interval are bounded there; returns the part and how many nodes it bounded."""
+    hardware = profiles.hardware
+    if hardware is None or hardware[profiles.base_code] < 0 or not len(nodes):
+        return part, 0
+    key = ("same machine",)
+    if key not in cache or cache[key][0] is not nodes:
+        at = np.array([profiles.code[n] for n in nodes], dtype=np.int64)
+        cache[key] = (nodes, np.flatnonzero(hardware[at] == hardware[profiles.base_code]))
+    same = cache[key][1]
+    if not len(same):
+        return part, 0
+    ratio = base_want / np.maximum(want[same], 1)
+    floor, ceiling = time_s * np.minimum(1.0, ratio), time_s * np.maximum(1.0, ratio)
+    moved = (part.predicted[same] < floor * (1 - 1e-9)) | (part.predicted[same] > ceiling * (1 + 1e-9))
+    if not moved.any():
+        return part, 0
+    cols = [a.copy() for a in (part.predicted, part.low, part.high)]
+    for col in cols:
+        col[same] = np.clip(col[same], floor, ceiling)
+    return NodePredictions(part.nodes, *cols, part.explanation, part.warnings, part.flags), int(moved.sum())
 
 
 def _counts(profiles, nodes: list[str], mode: str, k: int, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

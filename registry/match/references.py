@@ -121,6 +121,7 @@ class Profiles:
     throughput: np.ndarray      # per run: work per second of the whole node
     features: Matrix            # the base node's runs: rows config_id; columns 'source.metric'
     n_cpus: dict[str, int]
+    hardware: np.ndarray | None = None   # node code -> its machine (`_hardware`: -1 alone on it); None: not known
 
     @property
     def base_code(self) -> int:
@@ -409,7 +410,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
     return Profiles(base, names.astype(object), key_names, node.astype(np.int64, copy=False),
                     key, threads, placement_names.astype(object), placement,
-                    (combos // 64)[combo_code], throughput, features, n_cpus)
+                    (combos // 64)[combo_code], throughput, features, n_cpus, hardware)
 
 
 def _hardware(node_table: dict) -> np.ndarray:
