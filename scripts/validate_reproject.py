@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Predict again, with a baseline revision and with this checkout, what a finished run of
+scripts/validate_apps.py predicted: the same profiles, traces and measured runs, so that the two
+columns differ by the code alone (docs/validation.md quotes what this prints).
+
+    python scripts/validate_reproject.py REGISTRY.duckdb [--baseline REV] [--node val-1c] [--json]
+
+For every traced app: `nodereg match APP --no-store --json` on a copy of the registry (nothing is
+written to it), by `git archive REV` unpacked in a temporary folder and by this checkout; the error
+of each one's prediction for NODE against the median of the app's measured runs there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import duckdb
+from rich.console import Console
+from rich.table import Table
+
+from bench_scale import baseline_checkout
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def measured(db: Path, node: str) -> dict[str, float]:
+    """Each traced app's median measured time on `node`."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("""
+            SELECT a.name, median(r.time_s) FROM runs r JOIN apps a ON a.app_id = r.app_id
+            JOIN nodes n ON n.node_id = r.node_id
+            WHERE n.name = ? AND a.app_id IN (SELECT app_id FROM traces) GROUP BY a.name ORDER BY a.name""",
+                           [node]).fetchall()
+    finally:
+        con.close()
+    return {app: float(t) for app, t in rows}
+
+
+def predicted(db: Path, app: str, node: str, code: Path) -> float | None:
+    """`nodereg match APP` by the checkout `code`: its prediction for `node` (None: none)."""
+    res = subprocess.run([sys.executable, "-m", "registry", "--db", str(db), "match", app, "--no-store", "--json"],
+                         capture_output=True, text=True, cwd=str(code), env={**os.environ, "PYTHONPATH": str(code)})
+    if res.returncode:
+        raise SystemExit(f"match {app} failed ({code}): {res.stderr.strip()}")
+    return next((p["predicted_s"] for p in json.loads(res.stdout)["predictions"] if p["node"] == node), None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("registry", type=Path, help="the DuckDB registry of a validate_apps.py run")
+    ap.add_argument("--baseline", default="main", help="git revision predicted beside this checkout")
+    ap.add_argument("--node", default="val-1c", help="the variant whose predictions are scored")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if not args.registry.is_file():
+        raise SystemExit(f"no registry at {args.registry}")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "registry.duckdb"
+        shutil.copy(args.registry, copy)
+        base, _ = baseline_checkout(args.baseline, Path(tmp) / "base")
+        times = measured(copy, args.node)
+        rows = [{"app": app, "measured_s": t, "baseline_s": predicted(copy, app, args.node, base),
+                 "this_s": predicted(copy, app, args.node, REPO)} for app, t in times.items()]
+    for r in rows:
+        for side in ("baseline", "this"):
+            r[f"{side}_error"] = r[f"{side}_s"] / r["measured_s"] - 1 if r[f"{side}_s"] else None
+    summary = {side: {"median_abs_error": statistics.median(abs(r[f"{side}_error"]) for r in rows),
+                      "worst_error": max((r[f"{side}_error"] for r in rows), key=abs)}
+               for side in ("baseline", "this") if rows}
+    if args.json:
+        print(json.dumps({"registry": str(args.registry), "node": args.node, "baseline": args.baseline,
+                          "apps": rows, "summary": summary}, indent=2))
+        return
+    table = Table(title=f"{args.registry}: predictions for {args.node}, {args.baseline} beside this checkout")
+    for col in ("app", "measured s", f"{args.baseline} s", "error", "this checkout s", "error"):
+        table.add_column(col, justify="left" if col == "app" else "right")
+    for r in rows:
+        table.add_row(r["app"], f"{r['measured_s']:.3g}", f"{r['baseline_s']:.3g}", f"{r['baseline_error']:+.1%}",
+                      f"{r['this_s']:.3g}", f"{r['this_error']:+.1%}")
+    console = Console()
+    console.print(table)
+    for side, s in summary.items():
+        console.print(f"{side}: median |error| {s['median_abs_error']:.1%}, worst {s['worst_error']:+.1%}")
+
+
+if __name__ == "__main__":
+    main()
