@@ -6,7 +6,8 @@ as blocks are freed) with fresh pages from the kernel and returns them on free, 
 its page faults again: about 2.7 us per 4 KiB page on this KVM guest, 5-30 ms per array of 3 M
 entries, and sometimes a compaction stall of 70 ms. With the threshold at glibc's maximum (32 MiB)
 and trimming only above 1 GiB, a freed block stays in the heap and the next array of its size reuses
-its pages: the projection's reading took 0.36-0.41 s instead of 0.53-0.73 s (docs/storage.md).
+its pages (with the packed profiles read a chunk at a time, a 10,000-node match faulted 52,000-56,000
+pages instead of 74,000: docs/match.md, "Speed").
 
 Only for a short-lived command: the process keeps what it freed until it exits (`nodereg serve`
 does not call this). A C library other than glibc (musl, macOS) is left as it is.

@@ -240,8 +240,6 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     lo_of, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
     part = predict_many(model, query, nodes)
     lo, want, hi = _counts(profiles, nodes, mode, k, cache)
-    part, bounded = _within_cpu_ratio(part, profiles, nodes, query.base_time_s, want,
-                                      refs_mod.wanted_threads(profiles, mode, k)[profiles.base_code], cache)
     between = np.flatnonzero((0 < lo) & (lo < want) & (want < hi))
     if len(between):
         upper_model = _fitted(profiles, model_name, options, mode, k, cache, "above")[2]
@@ -253,6 +251,8 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
         low[beyond] = low[beyond] * hi[beyond] / want[beyond]
         part = NodePredictions(part.nodes, part.predicted, low, part.high, part.explanation, part.warnings,
                                part.flags)
+    part, bounded = _within_cpu_ratio(part, profiles, nodes, query.base_time_s, want,
+                                      refs_mod.wanted_threads(profiles, mode, k)[profiles.base_code], cache)
     warnings = []
     if bounded:
         warnings.append(f"phase {query.name}: on {plural(bounded, 'node')} of the base node's own machine (CPU "
