@@ -45,13 +45,15 @@ def measured(db: Path, node: str) -> dict[str, float]:
     return {app: float(t) for app, t in rows}
 
 
-def predicted(db: Path, app: str, node: str, code: Path) -> float | None:
-    """`nodereg match APP` by the checkout `code`: its prediction for `node` (None: none)."""
+def predicted(db: Path, app: str, node: str, code: Path) -> tuple[float, float, float] | None:
+    """`nodereg match APP` by the checkout `code`: its prediction for `node` and the interval's ends
+    (None: none)."""
     res = subprocess.run([sys.executable, "-m", "registry", "--db", str(db), "match", app, "--no-store", "--json"],
                          capture_output=True, text=True, cwd=str(code), env={**os.environ, "PYTHONPATH": str(code)})
     if res.returncode:
         raise SystemExit(f"match {app} failed ({code}): {res.stderr.strip()}")
-    return next((p["predicted_s"] for p in json.loads(res.stdout)["predictions"] if p["node"] == node), None)
+    return next(((p["predicted_s"], p["low_s"], p["high_s"]) for p in json.loads(res.stdout)["predictions"]
+                 if p["node"] == node), None)
 
 
 def main() -> None:
@@ -72,24 +74,31 @@ def main() -> None:
                  "this_s": predicted(copy, app, args.node, REPO)} for app, t in times.items()]
     for r in rows:
         for side in ("baseline", "this"):
-            r[f"{side}_error"] = r[f"{side}_s"] / r["measured_s"] - 1 if r[f"{side}_s"] else None
+            got = r.pop(f"{side}_s")
+            r[f"{side}_s"], r[f"{side}_low_s"], r[f"{side}_high_s"] = got or (None, None, None)
+            r[f"{side}_error"] = got[0] / r["measured_s"] - 1 if got else None
+            r[f"{side}_inside"] = bool(got and got[1] <= r["measured_s"] <= got[2])
     summary = {side: {"median_abs_error": statistics.median(abs(r[f"{side}_error"]) for r in rows),
-                      "worst_error": max((r[f"{side}_error"] for r in rows), key=abs)}
+                      "worst_error": max((r[f"{side}_error"] for r in rows), key=abs),
+                      "inside_interval": sum(r[f"{side}_inside"] for r in rows)}
                for side in ("baseline", "this") if rows}
     if args.json:
         print(json.dumps({"registry": str(args.registry), "node": args.node, "baseline": args.baseline,
                           "apps": rows, "summary": summary}, indent=2))
         return
     table = Table(title=f"{args.registry}: predictions for {args.node}, {args.baseline} beside this checkout")
-    for col in ("app", "measured s", f"{args.baseline} s", "error", "this checkout s", "error"):
+    for col in ("app", "measured s", f"{args.baseline} s", "error", "interval", "this checkout s", "error", "interval"):
         table.add_column(col, justify="left" if col == "app" else "right")
     for r in rows:
-        table.add_row(r["app"], f"{r['measured_s']:.3g}", f"{r['baseline_s']:.3g}", f"{r['baseline_error']:+.1%}",
-                      f"{r['this_s']:.3g}", f"{r['this_error']:+.1%}")
+        table.add_row(r["app"], f"{r['measured_s']:.3g}",
+                      *(x for side in ("baseline", "this") for x in (
+                          f"{r[f'{side}_s']:.3g}", f"{r[f'{side}_error']:+.1%}",
+                          f"{r[f'{side}_low_s']:.3g} - {r[f'{side}_high_s']:.3g}" + (" *" if not r[f"{side}_inside"] else ""))))
     console = Console()
     console.print(table)
     for side, s in summary.items():
-        console.print(f"{side}: median |error| {s['median_abs_error']:.1%}, worst {s['worst_error']:+.1%}")
+        console.print(f"{side}: median |error| {s['median_abs_error']:.1%}, worst {s['worst_error']:+.1%}, "
+                      f"{s['inside_interval']} of {len(rows)} measured medians inside the interval (* outside)")
 
 
 if __name__ == "__main__":
