@@ -78,6 +78,11 @@ def main() -> None:
             r[f"{side}_s"], r[f"{side}_low_s"], r[f"{side}_high_s"] = got or (None, None, None)
             r[f"{side}_error"] = got[0] / r["measured_s"] - 1 if got else None
             r[f"{side}_inside"] = bool(got and got[1] <= r["measured_s"] <= got[2])
+    scored = [r for r in rows if r["baseline_s"] is not None and r["this_s"] is not None]
+    if len(scored) < len(rows):
+        print(f"not predicted for {args.node} by one side, left out: "
+              f"{', '.join(r['app'] for r in rows if r not in scored)}", file=sys.stderr)
+    rows = scored
     summary = {side: {"median_abs_error": statistics.median(abs(r[f"{side}_error"]) for r in rows),
                       "worst_error": max((r[f"{side}_error"] for r in rows), key=abs),
                       "inside_interval": sum(r[f"{side}_inside"] for r in rows)}
