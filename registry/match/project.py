@@ -239,7 +239,7 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     Returns (predictions, threads per node, base threads of the references, the model, warnings)."""
     lo_of, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
     part = predict_many(model, query, nodes)
-    lo, want, hi = _counts(profiles, nodes, mode, k, cache)
+    lo, want, hi, base_want = _counts(profiles, nodes, mode, k, cache)
     between = np.flatnonzero((0 < lo) & (lo < want) & (want < hi))
     if len(between):
         upper_model = _fitted(profiles, model_name, options, mode, k, cache, "above")[2]
@@ -251,8 +251,7 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
         low[beyond] = low[beyond] * hi[beyond] / want[beyond]
         part = NodePredictions(part.nodes, part.predicted, low, part.high, part.explanation, part.warnings,
                                part.flags)
-    part, bounded = _within_cpu_ratio(part, profiles, nodes, query.base_time_s, want,
-                                      refs_mod.wanted_threads(profiles, mode, k)[profiles.base_code], cache)
+    part, bounded = _within_cpu_ratio(part, profiles, nodes, query.base_time_s, want, base_want, cache)
     warnings = []
     if bounded:
         warnings.append(f"phase {query.name}: on {plural(bounded, 'node')} of the base node's own machine (CPU "
@@ -282,11 +281,7 @@ def _within_cpu_ratio(part: NodePredictions, profiles, nodes: list[str], time_s:
     hardware = profiles.hardware
     if hardware is None or hardware[profiles.base_code] < 0 or not len(nodes):
         return part, 0
-    key = ("same machine",)
-    if key not in cache or cache[key][0] is not nodes:
-        at = np.array([profiles.code[n] for n in nodes], dtype=np.int64)
-        cache[key] = (nodes, np.flatnonzero(hardware[at] == hardware[profiles.base_code]))
-    same = cache[key][1]
+    same = np.flatnonzero(hardware[_codes(profiles, nodes, cache)] == hardware[profiles.base_code])
     if not len(same):
         return part, 0
     ratio = base_want / np.maximum(want[same], 1)
@@ -300,15 +295,23 @@ def _within_cpu_ratio(part: NodePredictions, profiles, nodes: list[str], time_s:
     return NodePredictions(part.nodes, *cols, part.explanation, part.warnings, part.flags), int(moved.sum())
 
 
-def _counts(profiles, nodes: list[str], mode: str, k: int, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _codes(profiles, nodes: list[str], cache: dict) -> np.ndarray:
+    """The node codes of `nodes`, looked up once for the phases of a trace, which all ask for the
+    same nodes (10,000 names)."""
+    if "codes" not in cache or cache["codes"][0] is not nodes:
+        cache["codes"] = (nodes, np.array([profiles.code[n] for n in nodes], dtype=np.int64))
+    return cache["codes"][1]
+
+
+def _counts(profiles, nodes: list[str], mode: str, k: int, cache: dict) -> tuple:
     """Per node of `nodes`: the measured thread counts below and above the wanted one, and the
-    wanted one (registry.match.references.threads_on), computed once per thread mode for the
-    phases of a trace, which all ask for the same nodes."""
+    wanted one (registry.match.references.threads_on); and the base node's wanted one. Computed
+    once per thread mode for the phases of a trace."""
     key = ("counts", mode, k)
     if key not in cache or cache[key][0] is not nodes:
-        at = np.array([profiles.code[n] for n in nodes], dtype=np.int64)
-        cache[key] = (nodes, refs_mod.threads_on(profiles, mode, k, "below")[at],
-                      refs_mod.wanted_threads(profiles, mode, k)[at], refs_mod.threads_on(profiles, mode, k, "above")[at])
+        at, want = _codes(profiles, nodes, cache), refs_mod.wanted_threads(profiles, mode, k)
+        cache[key] = (nodes, refs_mod.threads_on(profiles, mode, k, "below")[at], want[at],
+                      refs_mod.threads_on(profiles, mode, k, "above")[at], want[profiles.base_code])
     return cache[key][1:]
 
 
