@@ -3,6 +3,10 @@
 # The example model plugin of tests/plugin_example, which proves the plugin contract from outside the
 # package, is installed into a temporary directory on this run's PYTHONPATH only: it never lands in
 # the .venv you use (where `nodereg models` would list it).
+# The tests run in 2 worker processes (pytest-xdist, `--dist loadgroup` in pyproject.toml): most
+# of a test's time is waiting (subprocesses, sleeps, fsync), and one process kept the 2 cores of
+# the guide's target machine about 60% busy. NODEREG_TEST_WORKERS=N for another count, 0 for one
+# process (what --pdb needs).
 # Usage: bash scripts/test.sh [pytest args...]   (NODEREG_NO_PG=1: no throw-away PostgreSQL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +24,7 @@ trap 'rm -rf "$PLUGIN_DIR"' EXIT
 "${PIP[@]}" install --no-deps --target "$PLUGIN_DIR" tests/plugin_example
 export PYTHONPATH="$PLUGIN_DIR${PYTHONPATH:+:$PYTHONPATH}"
 export NODEREG_REQUIRE_PLUGIN_EXAMPLE=1   # installed above: its tests must not skip
+PYTEST=("$VENV/bin/python" -m pytest -n "${NODEREG_TEST_WORKERS:-2}")
 # The PostgreSQL half of the tests needs a server. Without one (no PGHOST) and where Debian's
 # pg_virtualenv exists, run inside a throw-away cluster, as .ci/run does; .ci/run starts one itself
 # (PGHOST is set then, so this does not nest). Otherwise those cases are skipped, and pytest's
@@ -28,7 +33,7 @@ export NODEREG_REQUIRE_PLUGIN_EXAMPLE=1   # installed above: its tests must not 
 # expected errors would bury the one that matters.
 if [ -z "${PGHOST:-}" ] && [ -z "${NODEREG_NO_PG:-}" ] && command -v pg_virtualenv >/dev/null; then
     pg_virtualenv -t -o log_min_messages=fatal -o log_min_error_statement=panic \
-        "$VENV/bin/python" -m pytest "$@"
+        "${PYTEST[@]}" "$@"
 else
-    "$VENV/bin/python" -m pytest "$@"
+    "${PYTEST[@]}" "$@"
 fi

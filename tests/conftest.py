@@ -5,6 +5,7 @@ calls), so exit codes and the one-line error contract are what users get.
 """
 
 import atexit
+import fcntl
 import os
 import re
 import shutil
@@ -19,9 +20,17 @@ from dataclasses import dataclass
 import pytest
 import sqlalchemy as sa
 
-from registry.cli import main
-from registry.db import engine, migrate, migrations, open_registry, reader
-from registry.db.url import duckdb_path
+# pytest-xdist's workers (scripts/test.sh) start with COLUMNS=80 and LINES=24 in their environment,
+# where a one-process run has neither. rich fixes a console's width from COLUMNS when the console is
+# made, and registry/cli/output.py makes its two at import (just below): every table and message would
+# then wrap at 80 columns whatever a test sets (_wide_terminal). Without them the consoles read
+# COLUMNS at each print, as in a one-process run.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
+from registry.cli import main  # noqa: E402 - after the environment above
+from registry.db import engine, migrate, migrations, open_registry, reader  # noqa: E402
+from registry.db.url import duckdb_path  # noqa: E402
 
 # A new DuckDB registry is made by applying every migration: some 170 statements, about 0.5 s on an
 # idle 2-core machine and 3 s on a loaded one, and most tests start from a new one. The first is
@@ -130,11 +139,19 @@ def pg_database():
 
 
 def set_up_reader(url: str, role: str = reader.DEFAULT_ROLE) -> None:
-    """What a site admin does once (`nodereg init`, and on PostgreSQL `--reader`) so that `nodereg sql` runs."""
+    """What a site admin does once (`nodereg init`, and on PostgreSQL `--reader`) so that `nodereg sql` runs.
+    A role belongs to the whole PostgreSQL cluster, which the test workers share (pytest-xdist): the
+    first set-up of each role creates it, and two workers doing that at once would both try, so one
+    set-up at a time (an advisory lock in the `postgres` database, which every worker sees)."""
     reg = open_registry(url)
     if url.startswith("postgresql"):
-        with reg.begin() as conn:
-            reader.setup(conn, role)
+        admin = pg_admin()
+        with admin.connect() as lock:
+            lock.execute(sa.text("SELECT pg_advisory_lock(hashtext('nodereg tests: set_up_reader'))"))
+            with reg.begin() as conn:
+                reader.setup(conn, role)
+            lock.execute(sa.text("SELECT pg_advisory_unlock(hashtext('nodereg tests: set_up_reader'))"))
+        admin.dispose()
     reg.close()
 
 
@@ -155,6 +172,40 @@ def _sigint_as_from_a_terminal():
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _alone_when_marked(request, tmp_path_factory):
+    """scripts/test.sh runs the suite in parallel workers (pytest-xdist). A test marked `alone` runs
+    with no other worker's test beside it: one whose assertions read figures measured on the CPUs,
+    which another test's work would move. Every test holds a shared lock and an `alone` one an
+    exclusive one (flock, on files of this run's temporary directory, which its workers share); an
+    `alone` test waiting for its lock holds the turn, so the other worker starts nothing new meanwhile."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp().parent     # the run's; each worker's basetemp is below it
+    alone = request.node.get_closest_marker("alone") is not None
+    with open(shared / "nodereg-alone.turn", "a") as turn, open(shared / "nodereg-alone.lock", "a") as lock:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turn, fcntl.LOCK_UN)
+        yield       # closing the file releases the lock
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist's `--dist loadgroup` (scripts/test.sh), the tests of a module that share a
+    module-scoped fixture (a built program, a measured reference set, a populated registry: up to 17 s
+    to set up) run in one worker, which sets it up once; the others are spread one by one. The
+    session's `binary` is cached per worker and does not count. A module marked with its own
+    `xdist_group` (the Slurm clusters, the PostgreSQL roles) keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        defs = getattr(item, "_fixtureinfo", None)
+        if defs is not None and any(name != "binary" and fixdefs[-1].scope == "module"
+                                    for name, fixdefs in defs.name2fixturedefs.items()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture(autouse=True)
@@ -254,6 +305,7 @@ _NANOBIND_REPORT = r"^(nanobind: | - leaked | - \.\.\. skipped remainder|See htt
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "empty_registry: db_url's PostgreSQL database is left empty (no schema)")
+    config.addinivalue_line("markers", "alone: under pytest-xdist, no other worker's test runs beside this one")
     atexit.register(_filter_stderr_at_exit)  # at exit: after pytest's own capture has let go of fd 2
 
 

@@ -58,8 +58,10 @@ PROFILES = [(f"n{i}", CPUS[i % len(CPUS)], ",".join(KERNELS[:min(i, 2) + 1])) fo
 
 
 def _waiting_on(conn, table: str) -> int:
-    """Backends queued behind a lock on `table`."""
-    return conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = CAST(:t AS regclass)"),
+    """Backends queued behind a lock on `table` of this database (pg_locks holds the whole cluster's, and
+    another test's database, a copy of the same template, has the same table OIDs)."""
+    return conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = CAST(:t AS regclass) "
+                                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
                         {"t": table}).scalar()
 
 

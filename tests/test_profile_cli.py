@@ -29,6 +29,7 @@ def rows(db_url: str, sql: str) -> list[tuple]:
         reg.close()
 
 
+@pytest.mark.alone   # latency L1 < memory: measured figures
 def test_profile_stores_a_complete_profile(cli, db_url, binary):
     res = cli("profile", "one", "--cpus", str(CPUS[0]), *FAST, "--kernels", "triad,load,chase,peak_fma,mbw1c,mbw2r",
               "--json")

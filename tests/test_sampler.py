@@ -48,6 +48,7 @@ def test_nothing_missing_changes_nothing():
     assert [r["cpu_util"] for r in s.rows] == [1.0, 1.0]
 
 
+@pytest.mark.alone   # the samples' CPU time against the run's, within 3%
 def test_a_traced_team_keeps_its_cpu_time_to_the_end(tmp_path, monkeypatch):
     """Two OpenMP threads busy to the exit: the rows add up to the run's CPU time (wait4), which the
     zombie's last read alone falls short of by up to an interval of the team's time."""
