@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -174,38 +174,36 @@ def _sigint_as_from_a_terminal():
     yield
 
 
-@pytest.fixture(autouse=True)
-def _alone_when_marked(request, tmp_path_factory):
-    """scripts/test.sh runs the suite in parallel workers (pytest-xdist). A test marked `alone` runs
-    with no other worker's test beside it: one whose assertions read figures measured on the CPUs,
-    which another test's work would move. Every test holds a shared lock and an `alone` one an
-    exclusive one (flock, on files of this run's temporary directory, which its workers share); an
-    `alone` test waiting for its lock holds the turn, so the other worker starts nothing new meanwhile."""
+# In parallel (scripts/test.sh: pytest-xdist, `--dist loadfile`) a test file runs in one worker, one test
+# after another: its module-scoped fixtures are set up once, and what its tests share stays theirs
+# (test_sql_readonly compares the PostgreSQL cluster's roles before and after, and creates roles).
+# What test files share across workers: PostgreSQL roles (set_up_reader), pg_locks (test_concurrency),
+# the host's CPUs (the Slurm clusters, tests marked `alone`); each of them is handled where it is used.
+@contextmanager
+def between_workers(tmp_path_factory, name: str, shared: bool = False):
+    """scripts/test.sh runs the suite in parallel workers (pytest-xdist): a lock they all see (flock
+    on a file of this run's temporary directory, which the workers share), exclusive or `shared`.
+    Nothing to lock in a one-process run."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
-    shared = tmp_path_factory.getbasetemp().parent     # the run's; each worker's basetemp is below it
-    alone = request.node.get_closest_marker("alone") is not None
-    with open(shared / "nodereg-alone.turn", "a") as turn, open(shared / "nodereg-alone.lock", "a") as lock:
-        fcntl.flock(turn, fcntl.LOCK_EX)
-        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        fcntl.flock(turn, fcntl.LOCK_UN)
+    path = tmp_path_factory.getbasetemp().parent / f"nodereg-{name}.lock"   # each worker's basetemp is below it
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield       # closing the file releases the lock
 
 
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist's `--dist loadgroup` (scripts/test.sh), the tests of a module that share a
-    module-scoped fixture (a built program, a measured reference set, a populated registry: up to 17 s
-    to set up) run in one worker, which sets it up once; the others are spread one by one. The
-    session's `binary` is cached per worker and does not count. A module marked with its own
-    `xdist_group` (the Slurm clusters, the PostgreSQL roles) keeps it."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        defs = getattr(item, "_fixtureinfo", None)
-        if defs is not None and any(name != "binary" and fixdefs[-1].scope == "module"
-                                    for name, fixdefs in defs.name2fixturedefs.items()):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+@pytest.fixture(autouse=True)
+def _alone_when_marked(request, tmp_path_factory):
+    """A test marked `alone` runs with no other worker's test beside it: one whose assertions read
+    figures measured on the CPUs, which another test's work would move. Every test holds the lock
+    shared, an `alone` one exclusive; an `alone` test waiting for it holds the turn meanwhile, so that
+    the other worker starts no new test and the wait ends with its current one."""
+    alone = request.node.get_closest_marker("alone") is not None
+    with ExitStack() as held:
+        with between_workers(tmp_path_factory, "turn"):
+            held.enter_context(between_workers(tmp_path_factory, "alone", shared=not alone))
+        yield
 
 
 @pytest.fixture(autouse=True)

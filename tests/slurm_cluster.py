@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import between_workers
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "sinfo", "scancel")
@@ -193,8 +194,14 @@ class SlurmConf:
 
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
-    """A running one-host Slurm cluster (module-scoped: starting one takes a few seconds)."""
+    """A running one-host Slurm cluster (module-scoped: starting one takes a few seconds). One Slurm
+    cluster at a time in a parallel run: its node takes the host's CPUs (tests/slurm_fabric.py too)."""
     check_installed()
+    with between_workers(tmp_path_factory, "slurm"):
+        yield from _one_host_cluster(tmp_path_factory)
+
+
+def _one_host_cluster(tmp_path_factory):
     root = Path(tmp_path_factory.mktemp("slurm"))
     node, partition = socket.gethostname().split(".")[0], "fleet"
     key = prepare(root, [node])

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import between_workers
 from slurm_cluster import (QUIET, SlurmCluster, SlurmConf, _unavailable, check_installed, conf, prepare,
                            start_munged, stop, wait_idle)
 
@@ -85,6 +86,11 @@ def fabric_cluster(tmp_path_factory):
         if os.environ.get("NODEREG_REQUIRE_MPI"):
             pytest.fail(f"NODEREG_REQUIRE_MPI is set but {mpi.missing()}")
         pytest.skip(f"{mpi.missing()}: {mpi.INSTALL_HINT}")
+    with between_workers(tmp_path_factory, "slurm"):   # one Slurm cluster at a time (tests/slurm_cluster.py)
+        yield from _two_node_cluster(tmp_path_factory)
+
+
+def _two_node_cluster(tmp_path_factory):
     net = Network()
     try:
         net.up(NODES)

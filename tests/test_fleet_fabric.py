@@ -14,9 +14,6 @@ import pytest
 from conftest import assert_one_line_error, fetch_rows
 from slurm_fabric import PARTITION, fabric_cluster  # noqa: F401 - the fixture
 
-# one Slurm cluster at a time under pytest-xdist: each daemon set takes the host's CPUs as its node's
-pytestmark = pytest.mark.xdist_group("slurm")
-
 TYPE = "cnx"
 QUICK_SIZES = [8, 1024, 65536, 4 * 1024 * 1024]
 

@@ -18,9 +18,6 @@ from slurm_cluster import slurm_cluster  # noqa: F401 - the fixture
 
 from registry.db import open_registry
 
-# one Slurm cluster at a time under pytest-xdist: each daemon set takes the host's CPUs as its node's
-pytestmark = pytest.mark.xdist_group("slurm")
-
 HOSTS = ["h1", "h2", "h3"]
 PROFILE = ["--quick", "--reps", "2", "--kernels", "triad,peak_fma", "--threads", "1",
            "--cpus", str(min(os.sched_getaffinity(0)))]

@@ -19,10 +19,6 @@ from registry_data import populate
 
 from registry.db import open_registry, reader
 
-# Roles belong to the whole PostgreSQL cluster: this module's tests compare the cluster's roles before
-# and after, and create roles themselves, so under pytest-xdist they run in one worker, one at a time.
-pytestmark = pytest.mark.xdist_group("pg_roles")
-
 MULTI = {"duckdb": "one statement per call", "postgresql": "cannot insert multiple commands"}
 NOT_RUN = "returns no rows, so it was not run"
 NO_FILES = "file system operations are disabled"
