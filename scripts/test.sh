@@ -3,10 +3,10 @@
 # The example model plugin of tests/plugin_example, which proves the plugin contract from outside the
 # package, is installed into a temporary directory on this run's PYTHONPATH only: it never lands in
 # the .venv you use (where `nodereg models` would list it).
-# The tests run in 2 worker processes (pytest-xdist, `--dist loadfile` in pyproject.toml): most
-# of a test's time is waiting (subprocesses, sleeps, fsync), and one process kept the 2 cores of
-# the guide's target machine about 60% busy. NODEREG_TEST_WORKERS=N for another count, 0 for one
-# process (what --pdb needs).
+# The tests run in 2 worker processes (pytest-xdist, `--dist loadfile` in pyproject.toml): much of
+# a test's time is waiting (subprocesses, sleeps, the disk), and one process used 0.63 of a CPU
+# (565 s of CPU in 875 s) of the guide's 2-core target. NODEREG_TEST_WORKERS=N for another count,
+# 0 for one process (what --pdb needs).
 # Usage: bash scripts/test.sh [pytest args...]   (NODEREG_NO_PG=1: no throw-away PostgreSQL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
