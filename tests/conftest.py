@@ -180,29 +180,31 @@ def _sigint_as_from_a_terminal():
 # What test files share across workers: PostgreSQL roles (set_up_reader), pg_locks (test_concurrency),
 # the host's CPUs (the Slurm clusters, tests marked `alone`); each of them is handled where it is used.
 @contextmanager
-def between_workers(tmp_path_factory, name: str, shared: bool = False):
+def between_workers(request, name: str, shared: bool = False):
     """scripts/test.sh runs the suite in parallel workers (pytest-xdist): a lock they all see (flock
     on a file of this run's temporary directory, which the workers share), exclusive or `shared`.
-    Nothing to lock in a one-process run."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    Nothing to lock in a one-process run (a pytest that a test starts is one, though it inherits
+    the worker's PYTEST_XDIST_WORKER: a worker is told by its config's `workerinput`)."""
+    if not hasattr(request.config, "workerinput"):
         yield
         return
-    path = tmp_path_factory.getbasetemp().parent / f"nodereg-{name}.lock"   # each worker's basetemp is below it
+    basetemp = request.getfixturevalue("tmp_path_factory").getbasetemp()
+    path = basetemp.parent / f"nodereg-{name}.lock"   # each worker's basetemp is below it
     with open(path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield       # closing the file releases the lock
 
 
 @pytest.fixture(autouse=True)
-def _alone_when_marked(request, tmp_path_factory):
+def _alone_when_marked(request):
     """A test marked `alone` runs with no other worker's test beside it: one whose assertions read
     figures measured on the CPUs, which another test's work would move. Every test holds the lock
     shared, an `alone` one exclusive; an `alone` test waiting for it holds the turn meanwhile, so that
     the other worker starts no new test and the wait ends with its current one."""
     alone = request.node.get_closest_marker("alone") is not None
     with ExitStack() as held:
-        with between_workers(tmp_path_factory, "turn"):
-            held.enter_context(between_workers(tmp_path_factory, "alone", shared=not alone))
+        with between_workers(request, "turn"):
+            held.enter_context(between_workers(request, "alone", shared=not alone))
         yield
 
 

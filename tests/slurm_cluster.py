@@ -193,11 +193,11 @@ class SlurmConf:
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(tmp_path_factory):
+def slurm_cluster(request, tmp_path_factory):
     """A running one-host Slurm cluster (module-scoped: starting one takes a few seconds). One Slurm
     cluster at a time in a parallel run: its node takes the host's CPUs (tests/slurm_fabric.py too)."""
     check_installed()
-    with between_workers(tmp_path_factory, "slurm"):
+    with between_workers(request, "slurm"):
         yield from _one_host_cluster(tmp_path_factory)
 
 

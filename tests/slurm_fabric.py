@@ -76,7 +76,7 @@ def _cpu_halves() -> list[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def fabric_cluster(tmp_path_factory):
+def fabric_cluster(request, tmp_path_factory):
     """A running two-node Slurm cluster (nodes cn01 and cn02, partition `fabric`) on this host."""
     check_installed()
     missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -86,7 +86,7 @@ def fabric_cluster(tmp_path_factory):
         if os.environ.get("NODEREG_REQUIRE_MPI"):
             pytest.fail(f"NODEREG_REQUIRE_MPI is set but {mpi.missing()}")
         pytest.skip(f"{mpi.missing()}: {mpi.INSTALL_HINT}")
-    with between_workers(tmp_path_factory, "slurm"):   # one Slurm cluster at a time (tests/slurm_cluster.py)
+    with between_workers(request, "slurm"):   # one Slurm cluster at a time (tests/slurm_cluster.py)
         yield from _two_node_cluster(tmp_path_factory)
 
 
