@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 import sqlalchemy as sa
 
-from registry.cli import main
+from registry.cli import main, output
 from registry.db import engine, migrate, migrations, open_registry, reader
 from registry.db.url import duckdb_path
 
@@ -31,6 +31,11 @@ from registry.db.url import duckdb_path
 # gets a real migration; a copy that fails (a full or read-only file system) is removed, and the real
 # code meets the same disk. Processes the tests start (subprocesses) migrate for real, and so does
 # every open with NODEREG_TEST_MIGRATE_EACH=1.
+# registry.cli.output makes its consoles on first use (rich is not imported for --json output); a
+# console reads COLUMNS when made, and tests change it between commands of one process: made here,
+# before any test sets it, they read it at each print, as a process's own consoles see one terminal
+output.console, output.err_console   # noqa: B018 - made for their side effect
+
 _REAL_OPEN = engine._open
 _TEMPLATE: list[str] = []       # the session's migrated registry, once made
 
