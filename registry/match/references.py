@@ -143,10 +143,9 @@ class Profiles:
         return cell
 
     def runs_at(self, threads: np.ndarray) -> np.ndarray:
-        """The runs measured at each node's thread count in `threads` (by node code). The counts are
-        gathered per run as 16-bit integers: a copy of millions of runs, a quarter of the memory."""
-        narrow = threads.astype(np.int16) if threads.max(initial=0) < 2**15 else threads
-        return np.flatnonzero(self.threads == narrow[self.node])
+        """The runs measured at each node's thread count in `threads` (by node code), gathered per
+        run in the runs' own integers (32 bits: half the memory of a copy of millions of runs)."""
+        return np.flatnonzero(self.threads == threads.astype(self.threads.dtype, copy=False)[self.node])
 
     @functools.cached_property
     def cpus(self) -> np.ndarray:
@@ -321,13 +320,13 @@ def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict, n
             runs = {c: a[order] for c, a in runs.items()}
         runs["node"] = _positions(node_ids, runs.pop("node_id"))
     else:
-        runs = {"node": np.empty(0, dtype=np.int64), "threads": np.empty(0, dtype=np.int64),
+        runs = {"node": np.empty(0, dtype=np.int64), "threads": np.empty(0, dtype=_THREADS),
                 "combo": np.empty(0, dtype=np.int64), "throughput": np.empty(0)}
     bound = int(bound or 0)
     # each array of millions of runs made once and filled a chunk of profiles at a time (every array
     # that size costs its page faults: 0.1 s of a 10,000-node match on this KVM guest)
     threads_of = _threads_of(configs, filtered, suite)
-    packed = {"node": np.empty(bound, dtype=np.int64), "threads": np.empty(bound, dtype=np.int64),
+    packed = {"node": np.empty(bound, dtype=np.int64), "threads": np.empty(bound, dtype=_THREADS),
               "combo": np.empty(bound, dtype=np.int64), "throughput": np.empty(bound)}
     at = 0
     for row_node, counts, records in vectors.read_packed(conn, _PACKED, {"suite": suite}):
@@ -354,11 +353,14 @@ def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict, n
     return {c: np.concatenate([runs[c].astype(packed[c].dtype), packed[c]]) for c in packed}
 
 
+_THREADS = np.int32   # a run's thread count: millions of them per match, each fits 32 bits
+
+
 def _threads_of(configs: dict, filtered: bool, suite: str) -> np.ndarray:
     """config_id -> its thread count, -1 for a config of another suite (left out, as the SQL path's
     join leaves it) and, in the last place, for any id beyond the table (np.take's mode='clip')."""
     known = [c for c, config in configs.items() if not filtered or _suite_of(config) == suite]
-    threads_of = np.full(max(configs, default=0) + 2, -1, dtype=np.int64)
+    threads_of = np.full(max(configs, default=0) + 2, -1, dtype=_THREADS)
     threads_of[known] = [configs[c][6] for c in known]
     return threads_of
 
@@ -398,7 +400,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     runs = _read_runs(conn, filtered, suite, config, node_table["node_id"])
     node = runs["node"]
     throughput = runs["throughput"].astype(float, copy=False)
-    threads, combo = runs["threads"].astype(np.int64, copy=False), runs["combo"].astype(np.int64, copy=False)
+    threads, combo = runs["threads"].astype(_THREADS, copy=False), runs["combo"].astype(np.int64, copy=False)
     keep = (node >= 0) & np.isfinite(throughput)  # (positive throughput: selected by the query)
     if not keep.all():  # copies of millions of runs only when some are left out
         node, throughput, threads, combo = node[keep], throughput[keep], threads[keep], combo[keep]
