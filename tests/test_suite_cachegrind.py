@@ -18,11 +18,13 @@ from conftest import assert_one_line_error
 
 from registry.db import open_registry
 from registry.inventory import collect
+from registry.io.tracefile import Phase
 from registry.measure import cachegrind as cg
 from registry.profile.suite import cachegrind as suite_cachegrind
 from registry.profile.suite import measure as suite_measure
 from registry.profile.suite.plan import SuiteConfig
 from registry.profile.suite.store import store_suite_profile
+from registry.trace.tracer import _attach_cachegrind
 
 NEEDS = ("valgrind", "stress-ng", "openssl")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in NEEDS),
@@ -107,3 +109,21 @@ def test_without_valgrind_the_suite_cachegrind_pass_is_one_clear_error(cli, tmp_
     assert_one_line_error(cli("profile", "here", "--suite", "sparecores", "--kernels", "stressngfull", "--quick",
                               "--cachegrind"), "valgrind")
     assert cg.available() is False
+
+
+def test_a_dominant_phase_gets_the_whole_program_mix():
+    """A one-thread program's loop after a short start-up segment is what a cachegrind pass counts:
+    it gets the whole-program metrics; two phases of equal length share no whole-program mix."""
+    counts = {"Ir": 1000.0, "Dr": 300.0, "Dw": 100.0, "Bc": 150.0, "Bcm": 15.0, "Bi": 0.0, "Bim": 0.0}
+    stats = cg.CachegrindStats(total=dict(counts), functions={"main": dict(counts)})
+
+    def phases(*bounds):
+        return [Phase(f"segment {i}", "auto", a, b, 0.5, b - a) for i, (a, b) in enumerate(bounds, 1)]
+
+    startup_then_loop = phases((0.0, 0.3), (0.3, 3.0))
+    _attach_cachegrind(startup_then_loop, stats)
+    assert "cachegrind" not in startup_then_loop[0].signature
+    assert startup_then_loop[1].signature["cachegrind"]["branches_per_inst"] == pytest.approx(0.15)
+    halves = phases((0.0, 1.5), (1.5, 3.0))
+    _attach_cachegrind(halves, stats)
+    assert not any("cachegrind" in p.signature for p in halves)
