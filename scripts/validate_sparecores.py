@@ -32,6 +32,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -65,6 +66,9 @@ REDIS_PIPELINES = (1, 16, 64, 256)
 QUICK = ("gzip-1:compress", "gzip-9:compress", "gzip-5:decompress", "bzip2-1:compress", "bzip2-9:decompress",
          "lzma-1:compress", "lzma-1:decompress", "redis:p16", "openssl", "stress-ng")
 TARGET_S = 2.0   # about how long each traced run lasts here
+PROBE_S = 3600.0  # a compression's loop under cachegrind: longer than any sample, which stops it (valgrind
+                  # runs it 20-100x slower, after 3-5 s of the interpreter's start-up: a loop of TARGET_S
+                  # would leave a sample counting mostly the start-up)
 
 
 @dataclass
@@ -77,6 +81,7 @@ class Program:
     exclude: list[str] = field(default_factory=list)   # reference key prefixes left out
     config: bool = False             # measured by an imported config's figures, not an app's runs
     prepare: Callable[[], None] | None = None   # makes its input, before it is traced
+    probe_argv: list[str] | None = None          # its cachegrind pass (`--probe-cmd`): the same work, longer
 
 
 def corpus(tmp: Path) -> Path:
@@ -98,16 +103,19 @@ def compression_program(algo: str, level: int, op: str, corpus_path: Path, secon
     call = (comp if op == "compress" else decomp).format(level=level)
     read = f"data = open({str(corpus_path)!r}, 'rb').read()" if op == "compress" else \
         f"blob = open({str(blob_path)!r}, 'rb').read()"
-    code = (f"import time, {module}\n{read}\nt0 = time.perf_counter()\n"
-            f"while True:\n    {call}\n    if time.perf_counter() - t0 > {seconds}:\n        break\n")
+
+    def code(secs: float) -> str:
+        return (f"import time, {module}\n{read}\nt0 = time.perf_counter()\n"
+                f"while True:\n    {call}\n    if time.perf_counter() - t0 > {secs}:\n        break\n")
 
     def prepare() -> None:
         if op == "decompress" and not blob_path.exists():
             subprocess.run([sys.executable, "-c", f"import {module}\ndata = open({str(corpus_path)!r}, 'rb').read()\n"
                             f"open({str(blob_path)!r}, 'wb').write({comp.format(level=level)})\n"], check=True)
 
-    return Program(f"{algo}-{level}:{op}", f"compression:{algo}-{level}:{op}:1t", [sys.executable, "-c", code],
-                   [f"py:{module}"], one_thread=True, prepare=prepare)
+    return Program(f"{algo}-{level}:{op}", f"compression:{algo}-{level}:{op}:1t", [sys.executable, "-c", code(seconds)],
+                   [f"py:{module}"], one_thread=True, prepare=prepare,
+                   probe_argv=[sys.executable, "-c", code(PROBE_S)])
 
 
 def redis_program(pipeline: int, tmp: Path, requests: int) -> Program:
@@ -243,6 +251,8 @@ def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], set
     if p.prepare:
         p.prepare()
     sample = ["--cachegrind-sample", f"{cachegrind_s:g}"] if cachegrind_s else []
+    if cachegrind_s and p.probe_argv:
+        sample += ["--probe-cmd", shlex.join(p.probe_argv)]
     t = nodereg(db, "trace", "--name", app, "--node", node, "--no-omp", *sample, "--out", str(out), "--", *p.argv,
                 env=env)
     if t.returncode:
