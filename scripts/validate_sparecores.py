@@ -293,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
     args = ap.parse_args(argv)
     console = Console()
+    if args.cachegrind_s and shutil.which("valgrind") is None:
+        console.print("error: --cachegrind-sample needs valgrind (apt-get install -y valgrind)")
+        return 1
     try:
         alike = _read(args.db, lambda reg: like(reg, args.node, "sparecores", 500), whole=True)
         full = _read(args.db, lambda conn: full_suite_nodes(conn, args.node))
