@@ -4,6 +4,7 @@ same command of a baseline revision (default `main`) on the same registry in the
 
     python scripts/bench_scale.py --nodes 10000 --configs 300 --reps 0            # issue 30: match < 1 s
     python scripts/bench_scale.py --nodes 1000 --configs 300 --reps 30 --db URL   # issue 8: rows/s per backend
+    python scripts/bench_scale.py --db URL --trace FILE --runs 15    # again on a registry built before: no build
 
 The baseline is `git archive REV` unpacked into a temporary folder and run with PYTHONPATH pointing
 there. The registry is built at the baseline's schema version; where that is this checkout's too,
@@ -172,6 +173,15 @@ def baseline_checkout(rev: str, into: Path) -> tuple[Path, int]:
     return into, max(versions)
 
 
+def _shape(url: str) -> dict:
+    """What a registry built before holds (nodes, configs), as `build` reports it."""
+    reg = open_registry(url, migrate=False)
+    with reg.connect() as conn:
+        nodes, configs = (conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar() for t in ("nodes", "ub_configs"))
+    reg.close()
+    return {"nodes": nodes, "configs": configs, "reps": 0}
+
+
 def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
@@ -184,15 +194,23 @@ def main() -> None:
     ap.add_argument("--db", help="registry URL (default: a new DuckDB file in a temporary directory)")
     ap.add_argument("--runs", type=int, default=3, help="timed runs of each `nodereg match`")
     ap.add_argument("--baseline", default="main", help="git revision timed beside this checkout ('none': skip)")
+    ap.add_argument("--trace", type=Path, help="time against the registry --db names as it is (one this script built "
+                                               "before, at both checkouts' schema), matching this trace file: no build")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.trace and not args.db:
+        raise SystemExit("--trace needs --db: the registry this script built before")
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db or f"duckdb:///{Path(tmp) / 'scale.duckdb'}"
         code, schema = (None, None) if args.baseline == "none" else baseline_checkout(args.baseline, Path(tmp) / "base")
-        stats = build(url, args.nodes, args.configs, args.reps, schema=schema)
-        trace_file = add_trace(url, Path(tmp))
+        if args.trace:
+            stats = {**_shape(url), "reused": True}
+            trace_file = args.trace
+        else:
+            stats = build(url, args.nodes, args.configs, args.reps, schema=schema)
+            trace_file = add_trace(url, Path(tmp))
         timed = {}
-        if code is not None and schema == latest_version():
+        if code is not None and (schema == latest_version() or args.trace):
             # one schema for both: their runs alternate, so that the host's load moves both alike
             for _ in range(args.runs):
                 for name, checkout in ((f"baseline {args.baseline}", code), ("this checkout", None)):
@@ -215,9 +233,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
-        console.print(f"backend {stats['backend']}: {stats['nodes']} nodes x {stats['configs']} configs x "
-                      f"{stats['reps']} reps = {stats['rows']:,} rows in {stats['load_s']:.1f} s "
-                      f"({stats['rows_per_s']:,.0f} rows/s); load average {stats['load_average']:.1f}")
+        built = "built before (--trace)" if stats.get("reused") else \
+            f"{stats['reps']} reps = {stats['rows']:,} rows in {stats['load_s']:.1f} s ({stats['rows_per_s']:,.0f} rows/s)"
+        console.print(f"backend {stats['backend']}: {stats['nodes']} nodes x {stats['configs']} configs, {built}; "
+                      f"load average {stats['load_average']:.1f}")
         if "migration_s" in stats:
             console.print(f"migrating the registry to this checkout's schema: {stats['migration_s']:.1f} s")
         for name, m in stats["match"].items():

@@ -71,8 +71,6 @@ def prepare(url: str, nodes: int, configs: int, workdir: Path, bundles: int) -> 
         _run(url, ["runs", "add", APP, node, "--threads", "2", "--time", "31"])
     for i in range(bundles):
         _bundle(workdir / f"bundle{i}", f"loaded{i:03d}", configs)
-    (workdir / "runs.csv").write_text("app,node,threads,time_s\n" +
-                                      "".join(f"{APP},node{n:05d},2,{30 + n / 10}\n" for n in range(3, 23)))
 
 
 def _bundle(path: Path, node: str, configs: int) -> None:
@@ -95,12 +93,25 @@ def _run(url: str, args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "registry", "--db", url, *args], capture_output=True, text=True)
 
 
+def _run_timed(url: str, args: list[str]) -> tuple[int, str, float]:
+    """(exit status, stderr, CPU seconds of the command's process: user + system) of `nodereg ARGS`.
+    Its output goes to files, not pipes, so that the process is reaped by wait4, which reports its
+    own CPU time (rusage of all children would mix the threads' concurrent commands)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-m", "registry", "--db", url, *args], stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return proc.returncode, err.read().decode(errors="replace"), usage.ru_utime + usage.ru_stime
+
+
 class Load:
     """The commands run, their latencies and failures, and the rows the writers were told they added."""
 
     def __init__(self, url: str, workdir: Path, deadline: float):
         self.url, self.workdir, self.deadline = url, workdir, deadline
         self.latency: dict[str, list[float]] = defaultdict(list)
+        self.cpu: dict[str, list[float]] = defaultdict(list)
         self.errors: list[str] = []
         self.written = defaultdict(int)
         self.lock = threading.Lock()
@@ -108,12 +119,13 @@ class Load:
 
     def command(self, name: str, args: list[str]) -> bool:
         t0 = time.perf_counter()
-        done = _run(self.url, args)
+        code, stderr, cpu = _run_timed(self.url, args)
         with self.lock:
             self.latency[name].append(time.perf_counter() - t0)
-            if done.returncode:
-                self.errors.append(f"{name}: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}")
-        return done.returncode == 0
+            self.cpu[name].append(cpu)
+            if code:
+                self.errors.append(f"{name}: {(stderr.strip().splitlines() or ['exit ' + str(code)])[-1]}")
+        return code == 0
 
     def reader(self, seed: int) -> None:
         for step in itertools.count(seed):
@@ -128,7 +140,15 @@ class Load:
                 self.command("sql", ["sql", "SELECT node, count(*) AS n FROM v_profile GROUP BY node ORDER BY n DESC "
                                             "LIMIT 5", "--format", "csv"])
             else:
-                self.command("accuracy", ["accuracy", APP, "--json"])
+                self.command("accuracy", ["accuracy", APP, "--all-runs", "--json"])   # (runs before the latest set too)
+
+    def _runs_file(self, seed: int, step: int) -> Path:
+        """A CSV of 20 runs no other import has: importing runs is idempotent (a file imported twice
+        adds nothing), so each import brings new measurements, as a site's would."""
+        path = self.workdir / f"runs-{seed}-{step}.csv"
+        path.write_text("app,node,threads,time_s\n" + "".join(f"{APP},node{n:05d},2,{30 + n / 10 + step / 1e4}\n"
+                                                              for n in range(3, 23)))
+        return path
 
     def writer(self, seed: int) -> None:
         for step in itertools.count(seed):
@@ -139,7 +159,7 @@ class Load:
                                                       "--time", f"{30 + step % 7}"]):
                 with self.lock:
                     self.written["runs"] += 1
-            elif kind == 1 and self.command("import runs", ["import", "runs", str(self.workdir / "runs.csv")]):
+            elif kind == 1 and self.command("import runs", ["import", "runs", str(self._runs_file(seed, step))]):
                 with self.lock:
                     self.written["runs"] += 20
             elif kind == 2:
@@ -179,13 +199,20 @@ def main() -> None:
     lost = {t: load.written[t] - (counts_after[t] - counts_before[t]) for t in ("runs", "nodes")}
     table = Table(title=f"{args.readers} readers, {args.writers} writers, {elapsed:.0f} s, {args.nodes} nodes x "
                         f"{args.configs} configs; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    for column in ("command", "runs", "errors", "p50 s", "p95 s", "max s"):
+    for column in ("command", "runs", "errors", "p50 s", "p95 s", "max s", "CPU p50 s"):
         table.add_column(column, justify="left" if column == "command" else "right")
     for name, times in sorted(load.latency.items()):
         failed = sum(e.startswith(name + ":") for e in load.errors)
         p50, p95 = np.percentile(times, [50, 95])
-        table.add_row(name, str(len(times)), str(failed), f"{p50:.2f}", f"{p95:.2f}", f"{max(times):.2f}")
+        table.add_row(name, str(len(times)), str(failed), f"{p50:.2f}", f"{p95:.2f}", f"{max(times):.2f}",
+                      f"{np.median(load.cpu[name]):.2f}")
     console.print(table)
+    # every client loops without a pause: with the CPUs busy, a command waits its share of them
+    busy = sum(map(sum, load.cpu.values()))
+    console.print(f"CPU time of the commands: {busy:.0f} s in {elapsed:.0f} s on {os.cpu_count()} CPUs "
+                  f"({busy / elapsed / (os.cpu_count() or 1):.0%} of them, the database server not counted); with "
+                  f"{args.readers + args.writers} clients looping, a command's latency is about "
+                  f"{args.readers + args.writers} / {os.cpu_count()} of its CPU time once the CPUs are saturated")
     console.print(f"rows written (said by the commands) vs found: runs {load.written['runs']} vs "
                   f"{counts_after['runs'] - counts_before['runs']}, nodes {load.written['nodes']} vs "
                   f"{counts_after['nodes'] - counts_before['nodes']}; lost {sum(lost.values())}")

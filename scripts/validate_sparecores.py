@@ -18,7 +18,7 @@ profile (`nodereg profile NODE --suite sparecores`). Nothing is installed: a mis
 is named and its programs are skipped.
 
     .venv/bin/python scripts/validate_sparecores.py --db REGISTRY --node here [--same aws:m7a.large]
-        [--programs gzip-1:compress,redis:p16,...] [--quick] [--markdown FILE]
+        [--programs gzip-1:compress,redis:p16,...] [--quick] [--cachegrind-sample S] [--json FILE]
 
 For each program: the median |error| of the predicted ratio to the same-CPU type against the
 measured one over the imported nodes that measured the app, the Spearman correlation of predicted
@@ -32,11 +32,13 @@ import argparse
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +66,9 @@ REDIS_PIPELINES = (1, 16, 64, 256)
 QUICK = ("gzip-1:compress", "gzip-9:compress", "gzip-5:decompress", "bzip2-1:compress", "bzip2-9:decompress",
          "lzma-1:compress", "lzma-1:decompress", "redis:p16", "openssl", "stress-ng")
 TARGET_S = 2.0   # about how long each traced run lasts here
+PROBE_S = 3600.0  # a compression's loop under cachegrind: longer than any sample, which stops it (valgrind
+                  # runs it 20-100x slower, after 3-5 s of the interpreter's start-up: a loop of TARGET_S
+                  # would leave a sample counting mostly the start-up)
 
 
 @dataclass
@@ -75,6 +80,8 @@ class Program:
     one_thread: bool = False
     exclude: list[str] = field(default_factory=list)   # reference key prefixes left out
     config: bool = False             # measured by an imported config's figures, not an app's runs
+    prepare: Callable[[], None] | None = None   # makes its input, before it is traced
+    probe_argv: list[str] | None = None          # its cachegrind pass (`--probe-cmd`): the same work, longer
 
 
 def corpus(tmp: Path) -> Path:
@@ -87,14 +94,28 @@ def corpus(tmp: Path) -> Path:
 
 def compression_program(algo: str, level: int, op: str, corpus_path: Path, seconds: float) -> Program:
     """One-thread (de)compression of the corpus, repeated for about `seconds` (only ratios between
-    nodes are compared, so the amount of work need not be Spare Cores')."""
+    nodes are compared, so the amount of work need not be Spare Cores'). A decompression reads
+    the compressed corpus from a file written before it is traced (`prepare`): compressing it in
+    the traced program would make its trace, and the start of a cachegrind sample, a compression
+    (lzma-9 takes longer to compress the corpus than the loop runs)."""
     module, comp, decomp, _ = COMPRESSORS[algo]
+    blob_path = corpus_path.with_name(f"{algo}-{level}.blob")
     call = (comp if op == "compress" else decomp).format(level=level)
-    code = (f"import time, {module}\ndata = open({str(corpus_path)!r}, 'rb').read()\n"
-            f"blob = {comp.format(level=level)}\nt0 = time.perf_counter()\n"
-            f"while True:\n    {call}\n    if time.perf_counter() - t0 > {seconds}:\n        break\n")
-    return Program(f"{algo}-{level}:{op}", f"compression:{algo}-{level}:{op}:1t", [sys.executable, "-c", code],
-                   [f"py:{module}"], one_thread=True)
+    read = f"data = open({str(corpus_path)!r}, 'rb').read()" if op == "compress" else \
+        f"blob = open({str(blob_path)!r}, 'rb').read()"
+
+    def code(secs: float) -> str:
+        return (f"import time, {module}\n{read}\nt0 = time.perf_counter()\n"
+                f"while True:\n    {call}\n    if time.perf_counter() - t0 > {secs}:\n        break\n")
+
+    def prepare() -> None:
+        if op == "decompress" and not blob_path.exists():
+            subprocess.run([sys.executable, "-c", f"import {module}\ndata = open({str(corpus_path)!r}, 'rb').read()\n"
+                            f"open({str(blob_path)!r}, 'wb').write({comp.format(level=level)})\n"], check=True)
+
+    return Program(f"{algo}-{level}:{op}", f"compression:{algo}-{level}:{op}:1t", [sys.executable, "-c", code(seconds)],
+                   [f"py:{module}"], one_thread=True, prepare=prepare,
+                   probe_argv=[sys.executable, "-c", code(PROBE_S)])
 
 
 def redis_program(pipeline: int, tmp: Path, requests: int) -> Program:
@@ -221,13 +242,19 @@ def full_suite_nodes(conn: sa.Connection, node: str) -> set[str]:
 
 
 def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], sets: dict[str, set[str] | None],
-            console: Console) -> dict:
+            console: Console, cachegrind_s: float | None = None) -> dict:
     """Trace, match and compare one program; `same` and `sets`: per node set, its same-CPU type and
-    its nodes (None: every imported node)."""
+    its nodes (None: every imported node); `cachegrind_s`: trace with a cachegrind sample that long."""
     env = {"OMP_NUM_THREADS": "1"} if p.one_thread else {}
     out = tmp / f"{p.name.replace(':', '_')}.json"
     app = f"sc-check:{p.name}"
-    t = nodereg(db, "trace", "--name", app, "--node", node, "--no-omp", "--out", str(out), "--", *p.argv, env=env)
+    if p.prepare:
+        p.prepare()
+    sample = ["--cachegrind-sample", f"{cachegrind_s:g}"] if cachegrind_s else []
+    if cachegrind_s and p.probe_argv:
+        sample += ["--probe-cmd", shlex.join(p.probe_argv)]
+    t = nodereg(db, "trace", "--name", app, "--node", node, "--no-omp", *sample, "--out", str(out), "--", *p.argv,
+                env=env)
     if t.returncode:
         return {"program": p.name, "skipped": f"trace failed: {(t.stderr or t.stdout).strip().splitlines()[-1:]}"}
     wall = json.loads(out.read_text()).get("wall_s")
@@ -259,9 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--same", default=None, help="the imported type with this CPU (default: `nodes like`'s first)")
     ap.add_argument("--programs", default=None, help="comma-separated names (default: all; --quick: a subset)")
     ap.add_argument("--quick", action="store_true", help="a subset, shorter runs")
+    ap.add_argument("--cachegrind-sample", dest="cachegrind_s", type=float, default=None, metavar="S",
+                    help="trace each program with a cachegrind sample of S seconds (`trace --cachegrind-sample`), "
+                         "matched with the suite profile's cachegrind signatures (`profile --suite sparecores "
+                         "--cachegrind`)")
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
     args = ap.parse_args(argv)
     console = Console()
+    if args.cachegrind_s and shutil.which("valgrind") is None:
+        console.print("error: --cachegrind-sample needs valgrind (apt-get install -y valgrind)")
+        return 1
     try:
         alike = _read(args.db, lambda reg: like(reg, args.node, "sparecores", 500), whole=True)
         full = _read(args.db, lambda conn: full_suite_nodes(conn, args.node))
@@ -290,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"  {p.name}: skipped, needs {', '.join(lack)}")
                 results.append({"program": p.name, "skipped": f"needs {', '.join(lack)}"})
                 continue
-            results.append(run_one(args.db, args.node, p, tmp, same, sets, console))
+            results.append(run_one(args.db, args.node, p, tmp, same, sets, console, args.cachegrind_s))
     done = [r for r in results if "skipped" not in r]
     for name in sets:
         report(console, name, same[name], [(r, r["sets"][name]) for r in done if r["sets"].get(name)])
@@ -299,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"skipped {r['program']}: {r['skipped']}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"same": same, "full_suite_nodes": len(full),
+                                                   "cachegrind_sample_s": args.cachegrind_s,
                                                    "like": alike["like"][:10], "results": results}, indent=1))
     return 0 if done else 1
 

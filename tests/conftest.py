@@ -22,13 +22,13 @@ import sqlalchemy as sa
 
 # pytest-xdist's workers (scripts/test.sh) start with COLUMNS=80 and LINES=24 in their environment,
 # where a one-process run has neither. rich fixes a console's width from COLUMNS when the console is
-# made, and registry/cli/output.py makes its two at import (just below): every table and message would
+# made, and this file makes registry.cli.output's two at import (below): every table and message would
 # then wrap at 80 columns whatever a test sets (_wide_terminal). Without them the consoles read
 # COLUMNS at each print, as in a one-process run.
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
 
-from registry.cli import main  # noqa: E402 - after the environment above
+from registry.cli import main, output  # noqa: E402 - after the environment above
 from registry.db import engine, migrate, migrations, open_registry, reader  # noqa: E402
 from registry.db.url import duckdb_path  # noqa: E402
 
@@ -40,6 +40,11 @@ from registry.db.url import duckdb_path  # noqa: E402
 # gets a real migration; a copy that fails (a full or read-only file system) is removed, and the real
 # code meets the same disk. Processes the tests start (subprocesses) migrate for real, and so does
 # every open with NODEREG_TEST_MIGRATE_EACH=1.
+# registry.cli.output makes its consoles on first use (rich is not imported for --json output); a
+# console reads COLUMNS when made, and tests change it between commands of one process: made here,
+# before any test sets it, they read it at each print, as a process's own consoles see one terminal
+output.console, output.err_console   # noqa: B018 - made for their side effect
+
 _REAL_OPEN = engine._open
 _TEMPLATE: list[str] = []       # the session's migrated registry, once made
 

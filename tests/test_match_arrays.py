@@ -48,7 +48,7 @@ def _random_profiles(seed: int) -> refs_mod.Profiles:
         base="n00", node_names=names, key_names=np.array([f"k{k}" for k in range(n_keys)]),
         node=np.array(node), key=np.array(key), threads=np.array(threads),
         placement_names=np.array(["compact"], dtype=object), placement=np.zeros(len(node), dtype=np.int64),
-        config_id=np.array(config), throughput=np.array(throughput),
+        combo=np.array(config) * 64, throughput=np.array(throughput),
         features=Matrix(base_configs, FEATURES, values),
         n_cpus={str(n): int(c) for n, c in zip(names, cpus)})
 

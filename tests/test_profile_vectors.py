@@ -17,7 +17,7 @@ from registry.match import references as refs_mod
 from registry.profile.store import store_profile
 from registry.profile.vectors import store_vectors
 
-FIELDS = ("node", "key", "threads", "placement", "config_id", "throughput")
+FIELDS = ("node", "key", "threads", "placement", "combo", "throughput")
 
 
 def _profiles(reg, base: str) -> dict:
@@ -26,7 +26,7 @@ def _profiles(reg, base: str) -> dict:
     names = p.node_names.astype(str)
     # runs as sets of rows with names for codes: codes depend on what each read met first
     rows = sorted(zip(names[p.node].tolist(), p.key_names[p.key].astype(str).tolist(), p.threads.tolist(),
-                      p.placement_names[p.placement].astype(str).tolist(), p.config_id.tolist(),
+                      p.placement_names[p.placement].astype(str).tolist(), p.combo.tolist(),
                       p.throughput.tolist()))
     return {"rows": rows, "features": p.features.values.tolist(), "cpus": p.n_cpus}
 
@@ -122,6 +122,36 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)"""
     assert faults["keep"] * 4 < faults["default"], faults
 
 
+def test_match_loads_numpy_with_one_blas_thread_unless_told_otherwise():
+    """registry.match.blas.one_blas_thread, called before numpy loads: OpenBLAS starts no thread of
+    its own (the process has one thread, where the default starts one per CPU on a machine of
+    several); a count the user set is kept; once numpy is loaded it changes nothing."""
+    import os
+    import subprocess
+    import sys
+
+    code = """import os, sys
+from registry.match.blas import one_blas_thread
+if sys.argv[1] == "late":
+    import numpy
+print(one_blas_thread(), os.environ.get("OPENBLAS_NUM_THREADS"))
+import numpy
+print(len(os.listdir("/proc/self/task")))"""
+
+    def run(how: str, **env: str) -> list[str]:
+        clean = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                                                   "OMP_NUM_THREADS")}
+        return subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, check=True,
+                              env={**clean, **env}).stdout.split("\n")[:2]
+
+    assert run("early") == ["True 1", "1"]
+    assert run("early", OPENBLAS_NUM_THREADS="3")[0] == "True 3"
+    late = run("late")
+    assert late[0] == "False None"
+    if (os.cpu_count() or 1) > 1:   # the default: a BLAS thread per CPU
+        assert int(late[1]) > 1
+
+
 def test_a_stored_profile_is_packed_and_a_node_of_several_hosts_is_read_through_sql(db_url):
     """store_profile packs what it stores; a node profiled on two hosts takes the median over them
     (SQL), whether or not its profiles are packed."""
@@ -194,7 +224,7 @@ def test_a_record_of_the_wrong_length_is_a_clear_error(db_url):
     reg.write(fix)   # the damaged packed row goes; the profile is read from its runs
     runs = _count(reg, "profile_runs")
     with reg.connect() as conn:
-        assert check(conn) == [] and refs_mod.load_profiles(conn, "n").config_id.size == runs
+        assert check(conn) == [] and refs_mod.load_profiles(conn, "n").combo.size == runs
     reg.close()
 
 

@@ -54,6 +54,25 @@ def test_listing_the_nodes_of_a_duckdb_registry_needs_neither_sqlalchemy_nor_pyd
     assert loaded == [] and shown in out
 
 
+def test_json_output_needs_no_rich(tmp_path):
+    """A command printing JSON draws no table: rich (20-40 ms to import) is not loaded for it
+    (registry.cli.output makes its consoles on first use), while the table of the same rows is drawn
+    with it."""
+    path = tmp_path / "small.duckdb"
+    reg = open_registry(str(path))
+    with reg.begin() as conn:
+        ensure_node(conn, "alpha")
+    reg.close()
+    probe = _PROBE.replace("{heavy!r}", "('rich',)")
+    loaded = {}
+    for how in (["--json"], []):
+        res = subprocess.run([sys.executable, "-c", probe.format(args=["--db", str(path), "nodes", *how])],
+                             capture_output=True, text=True, timeout=60)
+        loaded[bool(how)] = json.loads(res.stderr.strip().splitlines()[-1])
+        assert "alpha" in res.stdout
+    assert loaded == {True: [], False: ["rich"]}
+
+
 def test_the_map_of_command_modules_names_what_each_module_registers():
     """A command line that names a command imports only the modules in registry.cli.COMMANDS: a module
     left out of it would make its command (or a subcommand of a shared group) unknown."""

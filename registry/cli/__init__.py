@@ -12,12 +12,10 @@ import sys
 import warnings
 
 import typer
-from rich.text import Text
 
-from registry.cli import coerce
+from registry.cli import coerce, output
 from registry.cli.app import app
 from registry.cli.argv import hoist_global_options, plain_flags, subcommand
-from registry.cli.output import err_console
 from registry.errors import UserError
 
 try:  # typer >= 0.26 carries its own copy of click
@@ -58,7 +56,9 @@ def load_commands(args: list[str]) -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    err_console.print(Text("error: ", style="bold red") + Text(" ".join(message.split())), soft_wrap=True)
+    from rich.text import Text
+
+    output.err_console.print(Text("error: ", style="bold red") + Text(" ".join(message.split())), soft_wrap=True)
     sys.exit(code)
 
 
@@ -66,7 +66,7 @@ def _usage_error(exc: UsageError) -> None:
     """One line: click's message and where to read the usage. Without arguments, the help itself
     (typer's rich help has printed itself already when the exception was made)."""
     if isinstance(exc, NoArgsIsHelpError):
-        err_console.print(exc.format_message(), end="")
+        output.err_console.print(exc.format_message(), end="")
         sys.exit(exc.exit_code)
     ctx = exc.ctx
     hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""

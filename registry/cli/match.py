@@ -108,9 +108,11 @@ def match(
                                                             "run the traced binary too."),
 ) -> None:
     """Rank the registered nodes by the predicted time of a traced application."""
+    from registry.match.blas import one_blas_thread
     from registry.match.heap import keep_freed_memory
 
     keep_freed_memory()     # millions of runs in arrays made and dropped: their pages reused, not faulted again
+    one_blas_thread()       # (before numpy loads: no BLAS thread spinning beside the reading one)
     if from_runs or runs_on:
         from registry.cli.match_runs import match_from_runs
         from registry.models.options import parse_assignments

@@ -18,19 +18,32 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from registry.values import fmt_value, plain
 
-if TYPE_CHECKING:   # rich.progress: imported by the commands that show progress (start-up, issue 30)
+if TYPE_CHECKING:   # rich: imported where a table, prose or progress is shown (not for --json: issue 30)
+    from rich.console import Console
     from rich.progress import TextColumn
 
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _LITERAL = {"markup": False, "emoji": False, "highlight": False}
-console = Console(soft_wrap=True, **_LITERAL)
-err_console = Console(stderr=True, soft_wrap=True, **_LITERAL)
+_CONSOLES = {"console": False, "err_console": True}     # the module's two consoles: stderr or not
+
+
+def __getattr__(name: str):
+    """`console` and `err_console`, made on first use: rich takes 20-40 ms to import, which a
+    command printing JSON (`nodereg match --json` over 10,000 nodes) need not pay."""
+    if name not in _CONSOLES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    made = globals()[name] = Console(stderr=_CONSOLES[name], soft_wrap=True, **_LITERAL)
+    return made
+
+
+def _console(err: bool = False) -> "Console":
+    """The module's console (stderr with `err`), as set or replaced on the module."""
+    name = "err_console" if err else "console"
+    return globals().get(name) or __getattr__(name)
 
 
 def _unknown(value):
@@ -75,6 +88,10 @@ def print_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None, *
     for c in columns:   # each row's name on one line where it can be
         if c in _NAMING and not numeric[c] and c not in one_line:
             floors[c] = max(floors[c], min(_NAME_FLOOR, max(len(v) for v in cells[c])))
+    from rich.table import Table
+    from rich.text import Text
+
+    console = _console()
     for i, part in enumerate(_parts(columns, floors, console.width)):
         widths = _widths(part, cells, floors, console.width)
         if title:
@@ -97,11 +114,13 @@ def say(text: str, indent: int = 0, *, err: bool = False, style: str | None = No
     columns when piped): a number, a name or a path is never split, nor a `command` in backquotes
     (it moves to the next line whole); continuation lines are indented `indent` more than the first
     (and as much as the paragraph's own indent), and each line of `text` is a paragraph."""
-    say_on(err_console if err else console, text, indent, style)
+    say_on(_console(err), text, indent, style)
 
 
-def say_on(out: Console, text: str, indent: int = 0, style: str | None = None) -> None:
+def say_on(out: "Console", text: str, indent: int = 0, style: str | None = None) -> None:
     """`say` on the console `out` (a progress bar's, say)."""
+    from rich.text import Text
+
     width = max(20, out.width)
     for paragraph in text.split("\n"):
         kept = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", _KEEP), paragraph)

@@ -142,8 +142,8 @@ def profile(
     kernels: str = typer.Option(None, "--kernels", help="Microbenchmarks or families, comma-separated "
                                                         "(e.g. triad,peak_fma or thesis,latency)."),
     cachegrind: bool = typer.Option(False, "--cachegrind", help="Also measure the representative configs' "
-                                    "cachegrind signatures (valgrind; 1-2 minutes more), to match phases "
-                                    "traced with --cachegrind."),
+                                    "cachegrind signatures (valgrind; 1-2 minutes more; with --suite: every "
+                                    "config's, about 5 s each), to match phases traced with --cachegrind."),
     host: str = typer.Option(None, "--host", help="Record the profile as measured on this host (default: "
                                                   "this machine's hostname; `nodereg fleet` passes the "
                                                   "Slurm node name)."),
@@ -166,9 +166,10 @@ def profile(
     from registry.match.caveats import UNSTABLE_SHARE as UNSTABLE_ADVICE
 
     if suite not in (None, "nodereg"):
-        if full or cpus or threads or reps or cachegrind or host:
-            raise UserError("--suite takes only --quick, --kernels (tasks), --wait-idle, --strict and --json")
-        _profile_suite(ctx, node, suite, quick, kernels, wait_idle, strict, as_json, started)
+        if full or cpus or threads or reps or host:
+            raise UserError("--suite takes only --quick, --kernels (tasks), --cachegrind, --wait-idle, --strict "
+                            "and --json")
+        _profile_suite(ctx, node, suite, quick, kernels, cachegrind, wait_idle, strict, as_json, started)
         return
     # imported here, as the other commands' start-up does not need the profiler
     from registry.profile import cachegrind_pass, catalog, profiler, signatures
@@ -245,11 +246,14 @@ def profile(
             "`nodereg match` widens its intervals for this node meanwhile", err=True)
 
 
-def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks: str | None,
+def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks: str | None, cachegrind: bool,
                    wait_idle: float | None, strict: bool, as_json: bool, started: load.CpuMeter) -> None:
-    """`profile NODE --suite sparecores`: the imported suite's configs that run here (docs/sparecores-trace.md)."""
+    """`profile NODE --suite sparecores`: the imported suite's configs that run here (docs/sparecores-trace.md);
+    `cachegrind`: with each config's cachegrind signature (registry.profile.suite.cachegrind)."""
     from registry.db.names import check_name
     from registry.inventory import collect
+    from registry.measure import cachegrind as cg
+    from registry.profile.suite import cachegrind as suite_cachegrind
     from registry.profile.suite import measure as suite_measure
     from registry.profile.suite import plan as suite_plan
     from registry.profile.suite import tools
@@ -266,11 +270,15 @@ def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks
     missing = tools.missing_tools(configs)
     if missing:
         raise UserError(f"the Spare Cores suite needs {', '.join(missing)} on this machine")
+    if cachegrind:
+        cg.require()
     inv = collect(None)
     state(ctx).registry()
     state(ctx).close()
     seconds = 1.0 if quick else 2.0
     total = sum(suite_measure.estimate_s(c, seconds) for c in configs)
+    if cachegrind:
+        total += suite_cachegrind.total_s(configs, inv)
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
                TimeElapsedColumn(), text_column("ETA"), TimeRemainingColumn())
     with interrupts_reported(f"the suite profile of {node} was not finished: nothing was stored"):
@@ -284,15 +292,19 @@ def _profile_suite(ctx: typer.Context, node: str, suite: str, quick: bool, tasks
                 progress.update(bar, advance=weight, description=config.key)
                 _watch_host(watch, strict)
 
-            record = suite_measure.measure(node, configs, inv, seconds, quick, advance)
+            record = suite_measure.measure(node, configs, inv, seconds, quick, advance, cachegrind)
         record.host_load = seen.merge(watch.seen).to_dict()
         state(ctx).registry().write(lambda conn: store_suite_profile(conn, record))
     rows = [{"config": r.config.key, "value": r.value, "unit": r.config.unit,
-             "cpu_util": r.signature.get("proc", {}).get("cpu_util")} for r in record.results]
+             "cpu_util": r.signature.get("proc", {}).get("cpu_util"),
+             **({"branches_per_inst": r.signature.get("cachegrind", {}).get("branches_per_inst")} if cachegrind else {})}
+            for r in record.results]
+    for note in record.notes:
+        say(f"note: {note}", err=True)
     if as_json:
         print_json({"node": node, "suite": suite, "profile_uid": record.uid, "configs": len(rows),
                     "duration_s": round(record.duration_s, 2), "tools": record.tools, "runs": rows,
-                    "host_load": record.host_load})
+                    "host_load": record.host_load, "notes": record.notes})
         return
     print_table(rows, title=f"{node}: the {suite} suite measured here")
     say(f"stored suite profile {record.uid} of node {node}: {len(rows)} configurations, "

@@ -117,7 +117,7 @@ class Profiles:
     threads: np.ndarray         # per run
     placement_names: np.ndarray # placement code -> name
     placement: np.ndarray       # per run: placement code
-    config_id: np.ndarray       # per run
+    combo: np.ndarray           # per run: config_id x 64 + its cache level + 1 (`_RUNS`; the config: `configs`)
     throughput: np.ndarray      # per run: work per second of the whole node
     features: Matrix            # the base node's runs: rows config_id; columns 'source.metric'
     n_cpus: dict[str, int]
@@ -135,6 +135,19 @@ class Profiles:
         return seen
 
     @functools.cached_property
+    def cell(self) -> np.ndarray:
+        """Per run: its place in a node x key matrix, flat (one index array over millions of runs,
+        made once for the reference sets of every thread mode)."""
+        cell = self.node * len(self.key_names)
+        cell += self.key
+        return cell
+
+    def runs_at(self, threads: np.ndarray) -> np.ndarray:
+        """The runs measured at each node's thread count in `threads` (by node code), gathered per
+        run in the runs' own integers (32 bits: half the memory of a copy of millions of runs)."""
+        return np.flatnonzero(self.threads == threads.astype(self.threads.dtype, copy=False)[self.node])
+
+    @functools.cached_property
     def cpus(self) -> np.ndarray:
         """node code -> its CPUs (`n_cpus` as an array: read for every node by each thread mode)."""
         return np.array([self.n_cpus.get(n, 1) for n in self.node_names.tolist()], dtype=float)
@@ -143,6 +156,11 @@ class Profiles:
     def code(self) -> dict[str, int]:
         """node name -> node code."""
         return {n: i for i, n in enumerate(self.node_names.tolist())}
+
+    def configs(self, runs: np.ndarray) -> np.ndarray:
+        """The config_id of each of `runs` (kept per run only as `combo`: a match reads the configs
+        of the base node's runs, a few hundred of millions)."""
+        return self.combo[runs] // 64
 
     def nodes(self) -> list[str]:
         return sorted(self.node_names[np.bincount(self.node, minlength=len(self.node_names)) > 0].tolist())
@@ -191,9 +209,10 @@ def config_in_words(key: str) -> str:
     return f"{ub}: {', '.join(parts)}" if parts else ub
 
 
-def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Where each value is in `keys` (-1: absent), for non-negative integer ids: a lookup table when
-    the ids are small, as database ids are (millions of runs in one gather, not a hash per run)."""
+def _lookup(keys: np.ndarray, mapped: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """`mapped` at where each value is in `keys` (-1: absent), for non-negative integer ids: a lookup
+    table when the ids are small, as database ids are (millions of runs in one gather, not a hash per
+    run)."""
     keys, values = keys.astype(np.int64, copy=False), values.astype(np.int64, copy=False)
     if not len(keys):
         return np.full(len(values), -1, dtype=np.int64)
@@ -201,17 +220,21 @@ def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     if top > 16 * (len(keys) + len(values)) + (1 << 20):   # sparse ids: binary search instead
         order = np.argsort(keys)
         at = order[np.searchsorted(keys, values, sorter=order).clip(0, len(keys) - 1)]
-        return np.where(keys[at] == values, at, -1)
+        return np.where(keys[at] == values, mapped[at], -1)
     lut = np.full(top + 1, -1, dtype=np.int64)
-    lut[keys] = np.arange(len(keys))
+    lut[keys] = mapped
     return lut[values]
 
 
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(code of each value, the distinct values sorted) for non-negative integers, as `_positions`."""
-    distinct = np.flatnonzero(np.bincount(values)) if len(values) and values.max() < 16 * len(values) + (1 << 20) \
+def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Where each value is in `keys` (-1: absent), as `_lookup`."""
+    return _lookup(keys, np.arange(len(keys)), values)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of non-negative integers, sorted: a count per value where they are dense."""
+    return np.flatnonzero(np.bincount(values)) if len(values) and values.max() < 16 * len(values) + (1 << 20) \
         else np.unique(values)
-    return _positions(distinct, values), distinct
 
 
 def _base_features(rows: dict) -> Matrix:
@@ -297,13 +320,13 @@ def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict, n
             runs = {c: a[order] for c, a in runs.items()}
         runs["node"] = _positions(node_ids, runs.pop("node_id"))
     else:
-        runs = {"node": np.empty(0, dtype=np.int64), "threads": np.empty(0, dtype=np.int64),
+        runs = {"node": np.empty(0, dtype=np.int64), "threads": np.empty(0, dtype=_THREADS),
                 "combo": np.empty(0, dtype=np.int64), "throughput": np.empty(0)}
     bound = int(bound or 0)
     # each array of millions of runs made once and filled a chunk of profiles at a time (every array
     # that size costs its page faults: 0.1 s of a 10,000-node match on this KVM guest)
     threads_of = _threads_of(configs, filtered, suite)
-    packed = {"node": np.empty(bound, dtype=np.int64), "threads": np.empty(bound, dtype=np.int64),
+    packed = {"node": np.empty(bound, dtype=np.int64), "threads": np.empty(bound, dtype=_THREADS),
               "combo": np.empty(bound, dtype=np.int64), "throughput": np.empty(bound)}
     at = 0
     for row_node, counts, records in vectors.read_packed(conn, _PACKED, {"suite": suite}):
@@ -330,11 +353,14 @@ def _read_runs(conn: sa.Connection, filtered: bool, suite: str, configs: dict, n
     return {c: np.concatenate([runs[c].astype(packed[c].dtype), packed[c]]) for c in packed}
 
 
+_THREADS = np.int32   # a run's thread count: millions of them per match, each fits 32 bits
+
+
 def _threads_of(configs: dict, filtered: bool, suite: str) -> np.ndarray:
     """config_id -> its thread count, -1 for a config of another suite (left out, as the SQL path's
     join leaves it) and, in the last place, for any id beyond the table (np.take's mode='clip')."""
     known = [c for c, config in configs.items() if not filtered or _suite_of(config) == suite]
-    threads_of = np.full(max(configs, default=0) + 2, -1, dtype=np.int64)
+    threads_of = np.full(max(configs, default=0) + 2, -1, dtype=_THREADS)
     threads_of[known] = [configs[c][6] for c in known]
     return threads_of
 
@@ -374,7 +400,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     runs = _read_runs(conn, filtered, suite, config, node_table["node_id"])
     node = runs["node"]
     throughput = runs["throughput"].astype(float, copy=False)
-    threads, combo = runs["threads"].astype(np.int64, copy=False), runs["combo"].astype(np.int64, copy=False)
+    threads, combo = runs["threads"].astype(_THREADS, copy=False), runs["combo"].astype(np.int64, copy=False)
     keep = (node >= 0) & np.isfinite(throughput)  # (positive throughput: selected by the query)
     if not keep.all():  # copies of millions of runs only when some are left out
         node, throughput, threads, combo = node[keep], throughput[keep], threads[keep], combo[keep]
@@ -383,8 +409,9 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         how = command_line("nodereg", "profile", base, *(("--suite", suite) if suite != "nodereg" else ()))
         raise UserError(f"the base node {base!r} has no profile{'' if suite == 'nodereg' else f' in suite {suite}'}: "
                         f"run {how} on it first")
-    # keys are computed once per distinct (config, level), then mapped back by integers
-    combo_code, combos = _factorize(combo)
+    # keys are computed once per distinct (config, level), then looked up by it: one gather of
+    # millions of runs
+    combos = _distinct(combo)
     keys, placements = [], []
     for c in combos.tolist():
         ub, family, placement, params, key, of_suite, _ = config.get(c // 64, ("", "", None, None, "", None, 0))
@@ -392,13 +419,15 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
         placements.append(placement or "")
     key_names, key_of_combo = np.unique(np.array(keys, dtype=str), return_inverse=True)
     placement_names, placement_of_combo = np.unique(np.array(placements, dtype=str), return_inverse=True)
-    key = key_of_combo[combo_code]
-    # (one placement, as in most registries: no gather of millions of runs for a column of zeros)
-    placement = placement_of_combo[combo_code] if len(placement_names) > 1 else np.zeros(len(key), dtype=np.intp)
+    key = _lookup(combos, key_of_combo, combo)
+    # (one placement, as in most registries: its column of zeros is one zero seen millions of times,
+    # neither gathered nor written)
+    placement = _lookup(combos, placement_of_combo, combo) if len(placement_names) > 1 else \
+        np.broadcast_to(np.intp(0), key.shape)
     if exclude:
         kept = ~np.isin(key, np.flatnonzero([k.startswith(tuple(exclude)) for k in key_names.tolist()]))
-        node, throughput, threads, key, placement, combo_code = (
-            a[kept] for a in (node, throughput, threads, key, placement, combo_code))
+        node, throughput, threads, key, placement, combo = (
+            a[kept] for a in (node, throughput, threads, key, placement, combo))
     cpus_of = np.array([int(c) if c == c else 1 for c in node_table["n_cpus"].astype(float)], dtype=np.int64)
     if (threads == 0).any():   # an imported 'all' config: the node's CPUs
         threads = np.where(threads == 0, cpus_of[node], threads)
@@ -410,7 +439,7 @@ def load_profiles(conn: sa.Connection, base: str, nodes: list[str] | None = None
     n_cpus = {str(n): int(c) if c == c else 1 for n, c in zip(names.tolist(), node_table["n_cpus"].astype(float))}
     return Profiles(base, names.astype(object), key_names, node.astype(np.int64, copy=False),
                     key, threads, placement_names.astype(object), placement,
-                    (combos // 64)[combo_code], throughput, features, n_cpus, hardware)
+                    combo, throughput, features, n_cpus, hardware)
 
 
 def _hardware(node_table: dict) -> np.ndarray:
@@ -478,9 +507,10 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     Returns the set and each reference's thread count on the base node (for explanations).
     """
     p = profiles
-    at = np.flatnonzero(p.threads == threads[p.node])
+    at = p.runs_at(threads)
+    node_at = p.node[at]
     base = p.base_code
-    on_base = at[p.node[at] == base]
+    on_base = at[node_at == base]
     # one base run per key (the first), and its placement is the one preferred on every node
     _, first = np.unique(p.key[on_base], return_index=True)
     base_runs = on_base[np.sort(first)]
@@ -489,23 +519,25 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     # node x key throughput, the preferred placement's run written last so that it wins (one placement
     # in the registry, as in most: every run is preferred, and 1.5 million gathers are saved); node
     # by node, as the runs come, so that the writes go through memory in order
+    cell = p.cell[at]
     if len(p.placement_names) > 1:
         preferred = p.placement[at] == base_placement[p.key[at]]
-        order = np.concatenate([at[~preferred], at[preferred]])
-    else:
-        order = at
+        order = np.concatenate([np.flatnonzero(~preferred), np.flatnonzero(preferred)])
+        cell, at = cell[order], at[order]
     matrix = np.full((len(p.node_names), len(p.key_names)), np.nan)
-    matrix[p.node[order], p.key[order]] = p.throughput[order]
+    matrix.reshape(-1)[cell] = p.throughput[at]
     # only configs with a signature on the base node are references: the rest (most of a sweep) can
     # never be a phase's neighbour, and would otherwise weigh in the model's per-node median ratio
     # and feature relevances by how many of them the sweep happens to have
-    features = p.features.take_rows(p.config_id[base_runs].tolist())
+    features = p.features.take_rows(p.configs(base_runs).tolist())
     signed = ~np.isnan(features.values).all(axis=1)
     base_runs, values = base_runs[signed], features.values[signed]
     rows = p.key[base_runs]
-    used = np.flatnonzero(np.bincount(p.node[at], minlength=len(p.node_names)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_ratio = np.ascontiguousarray(np.log(matrix[base, rows] / matrix[np.ix_(used, rows)]).T)
+    used = np.flatnonzero(np.bincount(node_at, minlength=len(p.node_names)))
+    with np.errstate(divide="ignore", invalid="ignore"):   # (in place: each array of millions made once)
+        ratio = matrix[np.ix_(used, rows)]
+        np.divide(matrix[base, rows], ratio, out=ratio)
+        log_ratio = np.ascontiguousarray(np.log(ratio, out=ratio).T)
     names = p.key_names[rows].tolist()
     measured = ~np.isnan(values).all(axis=0)
     if not len(names) or not measured.any():

@@ -40,6 +40,12 @@ def available() -> bool:
     return shutil.which("valgrind") is not None
 
 
+def require() -> None:
+    """A clear one-line error before any measuring when valgrind is not installed."""
+    if not available():
+        raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
+
+
 def _ways(inv: Inventory, cache: Cache) -> int | None:
     """Associativity from sysfs when the node is this host (the inventory does not store it)."""
     if inv.hostname != socket.gethostname() or not inv.cpus:
@@ -95,8 +101,7 @@ def run(argv: list[str], inv: Inventory, *, cpus: list[int] | None = None, env: 
     when the program it runs is terminated, so a sample costs `sample_s`, not 20-100x the run: the
     instruction mix of a program whose kind of work does not change much, on a node without
     counters, at a bounded price."""
-    if not available():
-        raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
+    require()
     opts = cache_options(inv)
     with tempfile.TemporaryDirectory(prefix="nodereg-cg-") as tmp:
         log = Path(tmp) / "valgrind.log"
@@ -208,6 +213,15 @@ def metrics(counts: dict[str, float]) -> dict[str, float]:
     if branches > 0:
         out["branch_miss_rate"] = (counts.get("Bcm", 0.0) + counts.get("Bim", 0.0)) / branches
     return out
+
+
+def steady_metrics(short: dict[str, float], long: dict[str, float]) -> dict[str, float]:
+    """The metrics of what a longer run did beyond a shorter one of the same command ({} if
+    nothing): both start, warm up and end alike, so the difference of their total counts is the
+    steady state alone, without start-up, first touches or, in a forked child, the counts it
+    inherited from its parent (cachegrind's counters are copied at fork)."""
+    steady = {e: max(long.get(e, 0.0) - short.get(e, 0.0), 0.0) for e in EVENTS}
+    return metrics(steady) if steady["Ir"] > 0 else {}
 
 
 def function_key(name: str) -> str:

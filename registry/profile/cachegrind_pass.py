@@ -41,7 +41,11 @@ def passes(config: Config) -> int:
 
 
 def estimate_s(config: Config) -> float:
-    """Rough duration of `measure(config)`, for the progress bar: warm-up + 1 and warm-up + 3 reps."""
+    """Rough duration of `measure(config)`, for the progress bar: warm-up + 1 and warm-up + 3 reps.
+    A chase's repetition is CHASE_PASSES x 1024 loads whatever its size: building and warming its
+    chain (twice the array, per run) is what grows."""
+    if config.ub.family == "latency":
+        return len(REPS) * (_START_S + 2 * config.ws_bytes * _S_PER_BYTE)
     swept = max(config.ws_bytes * passes(config), SWEEP_BYTES)
     return len(REPS) * _START_S + sum(1 + r for r in REPS) * swept * _S_PER_BYTE
 
@@ -53,8 +57,7 @@ def measure(config: Config, inv: Inventory) -> dict[str, float]:
     for reps in REPS:
         line = run_line({"id": 1, **config.driver_args(), "reps": reps, "passes": passes(config)})
         totals.append(cg.run([binary], inv, stdin_text=line + "\nquit\n").total)
-    steady = {e: max(totals[1][e] - totals[0][e], 0.0) for e in cg.EVENTS}
-    return cg.metrics(steady) if steady["Ir"] > 0 else {}
+    return cg.steady_metrics(*totals)
 
 
 def measure_all(configs: Sequence[Config], inv: Inventory,

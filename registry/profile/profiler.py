@@ -56,8 +56,8 @@ def prepare(opts: ProfileOptions) -> Prepared:
     check_name(opts.node, "node")
     if opts.reps is not None and opts.reps < 1:
         raise UserError("--reps must be at least 1")
-    if opts.cachegrind and not cachegrind.available():
-        raise UserError("--cachegrind needs valgrind (e.g. apt-get install valgrind)")
+    if opts.cachegrind:
+        cachegrind.require()
     if opts.host is not None and not opts.host.strip():
         raise UserError("--host must not be empty")
     inv = collect(opts.cpus)

@@ -184,17 +184,26 @@ def _probe_streams(argv: list[str], phases: list[Phase], run, *, cpus, env, stat
     return {**result.summary(), "phases": [p.name for p in attached], "program_s": run.wall_s}
 
 
+DOMINANT_SHARE = 0.75    # a phase this much of its method's time is the program, for its instruction mix
+
+
 def _attach_cachegrind(phases: list[Phase], stats: cg.CachegrindStats) -> dict:
     """Per-function cachegrind metrics onto the OpenMP phases of the same function; whole-program
-    metrics onto a method's phase when it is that method's only phase (it then is the program)."""
+    metrics onto a method's phase when it is that method's only phase (it then is the program), or
+    when it spans DOMINANT_SHARE of that method's phases' time: a one-thread program's loop after
+    a start-up segment of a fraction of a second (Python's imports and reading its input) is what
+    the counts describe, and without them it would be matched by /proc alone."""
     by_fn = {cg.function_key(fn): counts for fn, counts in stats.functions.items()}
     for p in phases:
         if p.method == "omp" and cg.function_key(p.name) in by_fn:
             p.signature["cachegrind"] = cg.metrics(by_fn[cg.function_key(p.name)])
     for method in {p.method for p in phases}:
         same = [p for p in phases if p.method == method]
-        if len(same) == 1 and "cachegrind" not in same[0].signature:
-            same[0].signature["cachegrind"] = cg.metrics(stats.total)
+        longest = max(same, key=lambda p: p.end_s - p.start_s)
+        total = sum(p.end_s - p.start_s for p in same)
+        if "cachegrind" not in longest.signature and (
+                len(same) == 1 or longest.end_s - longest.start_s >= DOMINANT_SHARE * total):
+            longest.signature["cachegrind"] = cg.metrics(stats.total)
     top = sorted(stats.functions.items(), key=lambda kv: -kv[1].get("Ir", 0.0))[:20]
     return {"options": stats.options, "total": cg.metrics(stats.total),
             "functions": {fn: cg.metrics(counts) for fn, counts in top}}

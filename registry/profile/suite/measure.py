@@ -13,11 +13,11 @@ from registry.errors import UserError
 from registry.inventory import Inventory
 from registry.microbench.driver import Driver, driver_binary
 from registry.profile.stats import RepPolicy
+from registry.measure import cachegrind as cg
+from registry.profile.suite import cachegrind as suite_cachegrind
 from registry.profile.suite import membench, tools
-from registry.profile.suite.plan import SuiteConfig
+from registry.profile.suite.plan import KERNEL_TASKS, SuiteConfig
 from registry.profile.suite.store import SuiteProfile, SuiteResult
-
-KERNEL_TASKS = ("membench", "bw_mem")      # measured by our driver; the rest by the tools themselves
 
 
 def estimate_s(config: SuiteConfig, seconds: float) -> float:
@@ -34,11 +34,15 @@ def _version(argv: list[str]) -> str | None:
 
 
 def measure(node: str, configs: list[SuiteConfig], inv: Inventory, seconds: float, quick: bool,
-            advance: Callable[[SuiteConfig, float], None] = lambda c, w: None) -> SuiteProfile:
-    """Run every config (tools for `seconds` each; kernels until their median settles) with its signature."""
+            advance: Callable[[SuiteConfig, float], None] = lambda c, w: None,
+            cachegrind: bool = False) -> SuiteProfile:
+    """Run every config (tools for `seconds` each; kernels until their median settles) with its signature;
+    `cachegrind`: then each config's cachegrind pass too (registry.profile.suite.cachegrind)."""
     missing = tools.missing_tools(configs)
     if missing:
         raise UserError(f"the Spare Cores suite needs {', '.join(missing)} on this machine")
+    if cachegrind:
+        cg.require()
     started, t0 = utcnow(), time.monotonic()
     llc = inv.last_level_cache()
     llc_bytes = llc.size_bytes if llc else None
@@ -56,8 +60,14 @@ def measure(node: str, configs: list[SuiteConfig], inv: Inventory, seconds: floa
                 kc = membench.kernel_config(c, inv)
                 results.append(SuiteResult(c, value, sig, kc.ws_bytes))
                 advance(c, estimate_s(c, seconds))
+    notes: list[str] = []
+    if cachegrind:
+        metrics, notes = suite_cachegrind.measure_all(configs, inv, advance)
+        for r in results:
+            if r.config.key in metrics:
+                r.signature["cachegrind"] = metrics[r.config.key]
     used = {c.task for c in configs}
     versions = {"stress-ng": _version(["stress-ng", "--version"]) if used & {"stressng", "stressngfull"} else None,
                 "openssl": _version(["openssl", "version"]) if "openssl" in used else None}
     return SuiteProfile(node, inv, results, started, utcnow(), time.monotonic() - t0, __version__,
-                        {k: v for k, v in versions.items() if v})
+                        {k: v for k, v in versions.items() if v}, notes=notes)

@@ -60,6 +60,7 @@ BW_MEM_OPS = ("rd", "wr", "rdwr")
 BW_MEM_MB = (0.016384, 0.262144, 1, 2, 4, 8, 16, 32, 64, 256, 512)   # lmbench's sizes upstream, MB (1e6 B)
 QUICK_BW_MEM_MB = (0.016384, 1, 16, 512)
 TASKS = ("stressng", "stressngfull", "openssl", "membench", "bw_mem")
+KERNEL_TASKS = ("membench", "bw_mem")      # measured by our driver; the rest by the tools themselves
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ class SuiteProfile:
     tool_version: str
     tools: dict = field(default_factory=dict)     # tool -> version string
     host_load: dict | None = None                 # what else the host was doing (registry.measure.load)
+    notes: list[str] = field(default_factory=list)   # what the measuring said aloud (a config without cachegrind)
     uid: str = ""
 
     def __post_init__(self):
@@ -105,7 +106,8 @@ def store_suite_profile(conn: sa.Connection, p: SuiteProfile) -> int:
         "finished_at": p.finished_at, "duration_s": p.duration_s, "tool_version": p.tool_version,
         "host": inv.hostname, "cpu_list": inv.cpu_list, "status": "complete",
         "host_load_json": json.dumps(p.host_load, sort_keys=True) if p.host_load else None,
-        "provenance_json": json.dumps({"suite": SUITE, "measured": "here", "tools": p.tools}, sort_keys=True)},
+        "provenance_json": json.dumps({"suite": SUITE, "measured": "here", "tools": p.tools,
+                                       **({"notes": p.notes} if p.notes else {})}, sort_keys=True)},
         "profile_id")
     run_ids = allocate_ids(conn, "profile_runs_id_seq", len(p.results))
     runs, sigs = [], []

@@ -49,10 +49,10 @@ QUIET = ["sh", "-c", 'exec "$0" "$@" 2>/dev/null']
 
 def argv(config: SuiteConfig, n_cpus: int, seconds: float, out: Path) -> list[str]:
     """The command line of a stress-ng or openssl config (`out`: stress-ng's YAML report)."""
-    return QUIET + _tool_argv(config, threads_of(config, n_cpus), str(max(1, int(round(seconds)))), out)
+    return QUIET + tool_argv(config, threads_of(config, n_cpus), str(max(1, int(round(seconds)))), out)
 
 
-def _tool_argv(config: SuiteConfig, n: int, secs: str, out: Path) -> list[str]:
+def tool_argv(config: SuiteConfig, n: int, secs: str, out: Path) -> list[str]:
     if config.task == "stressngfull":
         return ["stress-ng", "-q", "--cpu", str(n), "--cpu-method", "div16", "-t", secs, "--metrics", "-Y", str(out)]
     if config.task == "stressng" and config.what == "cpu_all":
