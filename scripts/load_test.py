@@ -116,6 +116,7 @@ class Load:
         self.written = defaultdict(int)
         self.lock = threading.Lock()
         self.bundles = iter(sorted(workdir.glob("bundle*[0-9]")))
+        self.imports = itertools.count()
 
     def command(self, name: str, args: list[str]) -> bool:
         t0 = time.perf_counter()
@@ -142,11 +143,13 @@ class Load:
             else:
                 self.command("accuracy", ["accuracy", APP, "--all-runs", "--json"])   # (runs before the latest set too)
 
-    def _runs_file(self, seed: int, step: int) -> Path:
-        """A CSV of 20 runs no other import has: importing runs is idempotent (a file imported twice
-        adds nothing), so each import brings new measurements, as a site's would."""
-        path = self.workdir / f"runs-{seed}-{step}.csv"
-        path.write_text("app,node,threads,time_s\n" + "".join(f"{APP},node{n:05d},2,{30 + n / 10 + step / 1e4}\n"
+    def _runs_file(self) -> Path:
+        """A CSV of 20 runs no other import has (the k-th of the whole load): importing runs is
+        idempotent (the same runs imported twice add nothing), so each import brings new
+        measurements, as a site's would."""
+        k = next(self.imports)      # (one counter for every writer: their steps coincide)
+        path = self.workdir / f"runs-{k}.csv"
+        path.write_text("app,node,threads,time_s\n" + "".join(f"{APP},node{n:05d},2,{30 + n / 10 + k / 1e4}\n"
                                                               for n in range(3, 23)))
         return path
 
@@ -159,7 +162,7 @@ class Load:
                                                       "--time", f"{30 + step % 7}"]):
                 with self.lock:
                     self.written["runs"] += 1
-            elif kind == 1 and self.command("import runs", ["import", "runs", str(self._runs_file(seed, step))]):
+            elif kind == 1 and self.command("import runs", ["import", "runs", str(self._runs_file())]):
                 with self.lock:
                     self.written["runs"] += 20
             elif kind == 2:
