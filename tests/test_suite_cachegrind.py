@@ -72,7 +72,7 @@ def test_match_uses_a_traced_phase_cachegrind_signature(measured, cli, db_url):
     with reg.begin() as conn:
         store_suite_profile(conn, measured)
     reg.close()
-    from test_suite_match import _imported   # the importer's rows for a made-up type
+    from test_suite_match import _imported  # the importer's rows for a made-up type
     here = {r.config.key: r.value for r in measured.results}
     reg = open_registry(db_url)
     with reg.begin() as conn:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
+
 from registry.values import fmt_value, plain
 
 if TYPE_CHECKING:   # rich: imported where a table, prose or progress is shown (not for --json: issue 30)

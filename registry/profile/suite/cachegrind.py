@@ -31,8 +31,8 @@ sources, and the profile says so (`notes`), never silently.
 """
 
 import tempfile
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from registry.errors import UserError

@@ -11,9 +11,9 @@ from registry import __version__
 from registry.db import utcnow
 from registry.errors import UserError
 from registry.inventory import Inventory
+from registry.measure import cachegrind as cg
 from registry.microbench.driver import Driver, driver_binary
 from registry.profile.stats import RepPolicy
-from registry.measure import cachegrind as cg
 from registry.profile.suite import cachegrind as suite_cachegrind
 from registry.profile.suite import membench, tools
 from registry.profile.suite.plan import KERNEL_TASKS, SuiteConfig
