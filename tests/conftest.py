@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from pathlib import Path
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
@@ -257,6 +258,16 @@ def cli(capsys, monkeypatch, db_url):
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def kinds_program(tmp_path_factory):
+    """tests/programs/kinds.c built: small programs of four kinds of work (FP, stream, integer hash,
+    tiled product) for the tests of the features that tell kinds apart."""
+    out = tmp_path_factory.mktemp("kinds") / "kinds"
+    subprocess.run(["cc", "-O2", "-o", str(out), str(Path(__file__).resolve().parent / "programs" / "kinds.c")],
+                   check=True)
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -65,6 +65,7 @@ FAKE_PERF = """#!/bin/sh
 # perf on a node with a PMU, as far as nodereg sees it: the probe counts, and `perf stat -I ... -o FILE
 # -e ... -p PID` writes two intervals of made-up counts and runs until interrupted.
 if [ "$2" = "-x" ]; then echo "1000,,instructions,1000,100.00,," >&2; exit 0; fi
+if [ "$1" = "record" ]; then exit 1; fi   # timer samples for source mix: not this stand-in's
 trap 'exit 0' INT
 printf '%s\\n' 0.1,4000,,cycles,1,100,, 0.1,2000,,instructions,1,100,, 0.1,100,,cache-references,1,100,, \\
     0.1,10,,cache-misses,1,100,, 0.2,4000,,cycles,1,100,, 0.2,6000,,instructions,1,100,, \\

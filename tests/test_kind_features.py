@@ -11,8 +11,6 @@ the working set (which the tiled product shares with the stream) told memory fro
 
 import dataclasses
 import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +24,6 @@ from registry.profile.signatures import SIGNED_KERNELS
 from registry.profile.sweep import Config
 
 CPU = min(os.sched_getaffinity(0))
-PROGRAM = Path(__file__).resolve().parent / "programs" / "kinds.c"
 pytestmark = pytest.mark.skipif(not cachegrind.available(), reason="needs valgrind")
 
 # kernel, working set in bytes (0: none), level
@@ -61,13 +58,6 @@ def references(node, binary):
     return out
 
 
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
-    out = tmp_path_factory.mktemp("kinds") / "kinds"
-    subprocess.run(["cc", "-O2", "-o", str(out), str(PROGRAM)], check=True)
-    return out
-
-
 def _model(references: dict[str, dict[str, float]]) -> SimilarityModel:
     rows = list(references)
     columns = sorted({f"cachegrind.{m}" for sig in references.values() for m in sig})
@@ -87,9 +77,9 @@ def test_the_branch_simulation_tells_the_integer_hash_from_fp_chains(references)
 
 
 @pytest.mark.parametrize("argv", list(KINDS), ids=[a[0] for a in KINDS])
-def test_each_program_matches_a_reference_of_its_own_kind(argv, references, node, program):
+def test_each_program_matches_a_reference_of_its_own_kind(argv, references, node, kinds_program):
     model = _model(references)
-    stats = cachegrind.run([str(program), *argv], node)
+    stats = cachegrind.run([str(kinds_program), *argv], node)
     signature = {f"cachegrind.{m}": v for m, v in cachegrind.metrics(stats.total).items()}
     nearest = model.nearest(Query(argv[0], signature, 1.0), 3)
     assert nearest[0][0] in KINDS[argv], (argv[0], nearest)

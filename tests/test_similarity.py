@@ -140,11 +140,12 @@ def test_shipped_weights_are_the_rows_migrations_0004_to_0006_inserted(tmp_path)
     in_schema: dict = {}
     for version, pattern, weight in rows:
         in_schema.setdefault(version, {})[pattern] = weight
-    assert sorted(in_schema) == [1, 2, 3] and WEIGHTS_VERSION == 3
+    assert sorted(in_schema) == [1, 2, 3] and WEIGHTS_VERSION == 4
     for version, weights in in_schema.items():
         assert load_weights(version) == weights, version
-    assert load_weights() == in_schema[3] and load_weights()["cachegrind.instructions"] == 0.0
-    with pytest.raises(ValueError, match="shipped: \\[1, 2, 3\\]"):
+    # version 4 (shipped with the model, after the schema stopped carrying weights) adds source mix
+    assert load_weights() == {**in_schema[3], "mix.*": 1.0} and load_weights()["cachegrind.instructions"] == 0.0
+    with pytest.raises(ValueError, match="shipped: \\[1, 2, 3, 4\\]"):
         load_weights(99)
 
 

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,12 +195,16 @@ class _MarkerReader:
 
 def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
         cpus: list[int] | None = None, env: dict | None = None, wss: bool = True,
-        scratch: tuple[Path, ...] = (), stdout: int | None = None) -> RunResult:
+        scratch: tuple[Path, ...] = (), stdout: int | None = None,
+        attach: Callable[[int], AbstractContextManager] | None = None) -> RunResult:
     """Run `argv` to completion (or timeout), sampling its process tree every `interval_s`.
 
     Raises `Interrupted` on SIGINT/SIGTERM after terminating the tree; nothing is returned then.
     `scratch`: the caller's temporary directories, which the watchdog removes with this run's if the
     tracer is killed. `stdout`: a file descriptor for the command's standard output (default: ours).
+    `attach(pid)`: a context held from the command's start to its end, for an observer of the
+    started process that must not be part of its tree (perf record -p: as the command's parent,
+    perf's own CPU time and start-up were sampled as the program's).
     """
     if interval_s <= 0:
         raise UserError("--interval must be positive")
@@ -212,7 +216,7 @@ def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = N
         env[FIFO_ENV] = str(fifo)
         watchdog = Watchdog(Path(tmp), *scratch)
         try:
-            return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout)
+            return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, attach)
         finally:
             watchdog.release()
 
@@ -235,7 +239,7 @@ def pinned(cpus):
         os.sched_setaffinity(0, before)
 
 
-def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout) -> RunResult:
+def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, attach) -> RunResult:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):
@@ -255,7 +259,10 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout) ->
     pidfd = os.pidfd_open(proc.pid)
     sampler = TreeSampler(proc.pid, wss=wss)
     status = None
+    observers = ExitStack()
     try:
+        if attach:
+            observers.enter_context(attach(proc.pid))
         sampler.prime(0.0)
         watchdog.tell(sampler.pids_seen)
         next_tick = t0 + interval_s
@@ -291,6 +298,7 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout) ->
         proc.wait()
         raise
     finally:
+        observers.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         os.close(pidfd)

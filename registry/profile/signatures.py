@@ -5,7 +5,10 @@ with the same instruments: the /proc sampler of registry.trace (CPU use, active 
 over the last-level cache, faults, ...) and, where the node has a PMU, perf's counters. So while the
 driver runs a config for a short window, the same TreeSampler (and `perf stat`, attached to the
 driver) watches the driver process, and the same `proc_signature` / `counter_signature` reduce the
-samples. The third source, cachegrind, is measured by registry.profile.cachegrind_pass on request.
+samples. The third, `mix` (registry.measure.hotmix), samples where the
+driver runs with perf's cpu-clock timer, PMU or not, and describes the kernel's loop by its
+instruction mix. The fourth source, cachegrind, is measured by registry.profile.cachegrind_pass on
+request.
 
 Only a representative subset is measured, since a window costs ~0.4 s: one config per kernel,
 cache level and thread count (placement does not change what /proc sees), for kernels that
@@ -43,6 +46,7 @@ from registry.microbench.driver import Driver
 from registry.profile.sweep import Config
 from registry.measure.sampler import TreeSampler
 from registry.measure import counters as perf
+from registry.measure import hotmix
 from registry.measure.signature import counter_signature, proc_signature, spans_in, wss_reads
 
 INTERVAL_S = 0.1        # the default interval of `nodereg trace`
@@ -78,8 +82,8 @@ def representatives(configs: Sequence[Config]) -> list[Config]:
 def measure(driver: Driver, config: Config, llc_bytes: int | None,
             passes: int | None = None) -> dict[str, dict[str, float]]:
     """Prepare `config` on the driver (its buffers first-touched, its passes set), then run
-    WINDOW_REPS repetitions under the trace sampler (and perf, where the node counts): its
-    {source: {metric: value}}. The window holds only repetitions, so its
+    WINDOW_REPS repetitions under the trace sampler (and perf, where the node counts, and perf's
+    timer samples for the instruction mix, where perf runs): its {source: {metric: value}}. The window holds only repetitions, so its
     working-set reads are the memory the kernel touches (preparing fills every array of a bandwidth
     kernel, the load kernel's two unused ones too, and builds the chase's cycle). `passes`: those
     of a REP_S repetition, from the sweep's measurement of the config (`passes_for`); without
@@ -102,8 +106,9 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
     thread = threading.Thread(target=sample_until_stopped, daemon=True)
     thread.start()
     counting = perf.watching(driver.proc.pid, INTERVAL_S) if perf.available() else contextlib.nullcontext([])
+    sampling = hotmix.watching(driver.proc.pid) if hotmix.available() else contextlib.nullcontext([])
     try:
-        with counting as counter_rows:
+        with counting as counter_rows, sampling as mix_samples:
             driver.more(WINDOW_REPS)
     finally:
         stop.set()
@@ -117,7 +122,7 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
     sampler.sample(end, read_wss=True)
     whole = [[0.0, end]]
     sig = {"proc": proc_signature(spans_in(sampler.rows, whole), llc_bytes, wss_reads(sampler.rows, whole, INTERVAL_S)),
-           "counters": counter_signature(counter_rows)}
+           "counters": counter_signature(counter_rows), "mix": hotmix.mix(mix_samples)}
     return {source: metrics for source, metrics in sig.items() if metrics}
 
 

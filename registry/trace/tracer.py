@@ -1,32 +1,34 @@
 """One traced run, end to end: observe the command, find its phases, give each a signature.
 
 `observe` runs the command with every sampling source the node supports (proc always, perf
-counters where the PMU exists, the OpenMP shim when requested); `trace_command` turns that into
+counters where the PMU exists, perf's timer samples for the instruction mix where perf runs, the
+OpenMP shim when requested); `trace_command` turns that into
 a `Trace` (phases of all three methods, signatures, optional cachegrind pass).
 """
 
+import functools
 import os
 import socket
 import tempfile
-from contextlib import nullcontext
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from registry.errors import UserError
 from registry.inventory import Inventory
+from registry.io.tracefile import Phase, Trace
 from registry.measure import cachegrind as cg
-from registry.measure import streams as probe
 from registry.measure import counters as perf
+from registry.measure import hotmix, onnode, runner, signature
+from registry.measure import streams as probe
+from registry.measure.sampler import METRICS
 from registry.trace import binary
 from registry.trace import mpi as mpi_trace
 from registry.trace import omp as gomp
 from registry.trace import phases as ph
-from registry.measure import onnode, runner, signature
 from registry.trace import streams as phase_streams
-from registry.measure.sampler import METRICS
-from registry.io.tracefile import Phase, Trace
 
 
 @dataclass
@@ -36,18 +38,21 @@ class Observation:
     omp_records: list[gomp.OmpRecord] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    mix_samples: list[hotmix.Sample] = field(default_factory=list)
 
 
 def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = None,
             cpus: list[int] | None = None, env: dict | None = None, omp: bool = True,
             counters: bool | None = None, wss: bool = True, stdout: int | None = None,
-            scratch: tuple[Path, ...] = ()) -> Observation:
+            scratch: tuple[Path, ...] = (), mix: bool | None = None) -> Observation:
     """Run `argv` once under every available sampling source (`stdout`: a file descriptor for its
     standard output, default ours; `scratch`: the caller's temporary directories, removed with the
-    run's own if the tracer is killed). Raises runner.Interrupted on Ctrl-C."""
+    run's own if the tracer is killed; `mix`: perf's timer samples for the instruction mix, by
+    default where perf runs). Raises runner.Interrupted on Ctrl-C."""
     env = dict(os.environ if env is None else env)
     runner.check_command(argv, env)
     use_counters = perf.available() if counters is None else counters
+    use_mix = hotmix.available() if mix is None else mix
     notes = []
     with tempfile.TemporaryDirectory(prefix="nodereg-obs-") as tmp:
         omp_out, perf_out = Path(tmp) / "gomp.tsv", Path(tmp) / "perf.csv"
@@ -58,15 +63,20 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
                 omp = False
                 notes.append(f"OpenMP regions not traced: {exc}")
         run_argv = perf.wrap(argv, perf_out, interval_s) if use_counters else list(argv)
+        mix_samples: list[hotmix.Sample] = []
         result = runner.run(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=env, wss=wss,
-                            scratch=(Path(tmp), *scratch), stdout=stdout)
+                            scratch=(Path(tmp), *scratch), stdout=stdout,
+                            attach=functools.partial(hotmix.watching, into=mix_samples, directory=Path(tmp))
+                            if use_mix else None)
         result.argv = list(argv)
         counter_rows = perf.parse(perf_out.read_text()) if use_counters and perf_out.exists() else []
         records = gomp.read_records(omp_out, result.t0_monotonic) if omp else []
     sources = ["proc"] + (["counters"] if counter_rows else [])
     if not use_counters:
         notes.append("hardware counters not available on this node (perf): source 'counters' skipped")
-    return Observation(result, counter_rows, records, sources, notes)
+    if not use_mix:
+        notes.append("perf cannot sample here (perf record, cpu-clock): source 'mix' skipped")
+    return Observation(result, counter_rows, records, sources, notes, mix_samples)
 
 
 def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 0.1,
@@ -106,6 +116,8 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
     llc = inventory.last_level_cache() if inventory else None
     llc_bytes = llc.size_bytes if llc else None
     signature.attach(phases, run.samples, obs.counter_rows, llc_bytes, interval_s)
+    if _attach_mix(phases, obs.mix_samples, run.t0_monotonic):
+        obs.sources.append("mix")
     notes, sources = list(obs.notes) + mpi_notes, list(obs.sources) + (["mpi"] if mpi_doc else [])
     streams_doc = None
     try:
@@ -135,11 +147,11 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
                 notes.append(f"cachegrind pass stopped after its {cachegrind_sample_s:g} s sample: its counts "
                              "describe the start of the run")
             sources.append("cachegrind")
-    elif "counters" not in sources:
-        notes.append("without hardware counters or --cachegrind, only the working set tells a phase's kind of "
-                     "work apart (a cache-blocked compute phase with a large working set looks memory-bound; "
-                     "integer and FP work look alike): `trace --cachegrind-sample 10` and `profile --cachegrind` "
-                     "add the instruction mix to the phases and to the references")
+    elif "counters" not in sources and "mix" not in sources:
+        notes.append("without hardware counters, perf's timer samples or --cachegrind, only the working set tells "
+                     "a phase's kind of work apart (a cache-blocked compute phase with a large working set looks "
+                     "memory-bound; integer and FP work look alike): `trace --cachegrind-sample 10` and `profile "
+                     "--cachegrind` add the instruction mix to the phases and to the references")
     samples = {"t_s": [r["t_s"] for r in run.samples]}
     # `threads` is a fixed thread count the user told the app to use (OMP_NUM_THREADS): projection then
     # keeps it on every node. Without one, the app uses all of a node's CPUs (onnode.thread_env), so it
@@ -154,9 +166,22 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
         meta={"cpu_list": None if cpus is None else ",".join(map(str, cpus)),
               "probe_cmd": probe_cmd, "llc_bytes": llc_bytes, "wss_cost_s": run.wss_cost_s, "cpu_s": run.cpu_s,
               "omp_max_threads": omp_threads, "streams": streams_doc, "binary": binary.needs(argv[0]),
+              "mix_samples": len(obs.mix_samples) if "mix" in sources else None,
               **({"mpi": mpi_doc} if mpi_doc else {}),
               "counters": [{k: v for k, v in r.items()} for r in obs.counter_rows] or None})
     return trace, notes
+
+
+def _attach_mix(phases: list[Phase], samples: list[hotmix.Sample], t0: float) -> bool:
+    """Each phase's instruction mix from the timer samples in its intervals (seconds since `t0`);
+    True when at least one phase got one."""
+    got = False
+    for p in phases:
+        metrics = hotmix.mix(samples, p.intervals or [[p.start_s, p.end_s]], t0)
+        if metrics:
+            p.signature["mix"] = metrics
+            got = True
+    return got
 
 
 PROBE_LIMIT_X, PROBE_LIMIT_MIN_S = 1000, 120

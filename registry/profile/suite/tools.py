@@ -2,7 +2,8 @@
 watched by the trace's samplers so that each config gets the signature a phase would.
 
 Each run is observed like a traced command (registry.trace.tracer.observe: the /proc sampler, perf
-counters where the node has them), and its signature is that of the whole run as one phase, so a
+counters where the node has them, perf's timer samples for the instruction mix where perf runs), and
+its signature is that of the whole run as one phase, so a
 phase and a config are described by the same instruments on the same node.
 """
 
@@ -14,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from registry.errors import UserError
+from registry.measure import hotmix
 from registry.measure.signature import counter_signature, proc_signature, spans_in, wss_reads
 from registry.profile.suite.plan import ALL_THREADS, SuiteConfig
 from registry.trace.tracer import observe
@@ -86,7 +88,7 @@ def whole_run_signature(obs, llc_bytes: int | None) -> dict[str, dict[str, float
     run = obs.run
     whole = [[0.0, run.wall_s]]
     sig = {"proc": proc_signature(spans_in(run.samples, whole), llc_bytes, wss_reads(run.samples, whole, INTERVAL_S)),
-           "counters": counter_signature(obs.counter_rows)}
+           "counters": counter_signature(obs.counter_rows), "mix": hotmix.mix(obs.mix_samples)}
     return {source: metrics for source, metrics in sig.items() if metrics}
 
 
