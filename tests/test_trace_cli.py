@@ -22,6 +22,7 @@ from registry.doctor import check
 from registry.inventory import collect
 from registry.nodes import ensure_node
 from registry.io.tracefile import read_trace
+from registry.measure import hotmix
 
 PY = sys.executable
 
@@ -88,6 +89,26 @@ def test_trace_stores_phases_and_writes_the_file(cli, db_url, tmp_path):
     (row,) = _traces(db_url)
     assert row["app"] == "demo" and row["status"] == "ok" and row["phases"] == len(doc["phases"])
     assert row["samples"] > 0
+
+
+@pytest.mark.skipif(not hotmix.available(), reason="perf cannot record cpu-clock samples here")
+def test_the_instruction_mix_is_sampled_unless_asked_not_to(cli, db_url):
+    """Source mix by default where perf samples (a busy Python loop: the interpreter's own code,
+    no FP), none with --no-mix, and perf is not sampled as part of the program (its CPU use)."""
+    _node(db_url, profile=True)
+    code = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 0.8:\n    pass\n"
+    docs = {}
+    for flag in ("--mix", "--no-mix"):
+        res = cli("trace", "--name", "busy", "--json", flag, "--", PY, "-c", code)
+        assert res.code == 0, res.err
+        docs[flag] = json.loads(res.out)
+    with_mix = [p["signature"]["mix"] for p in docs["--mix"]["phases"] if "mix" in p["signature"]]
+    assert "mix" in docs["--mix"]["sources"] and with_mix
+    assert max(m["branch_share"] for m in with_mix) > 0.05 and min(m["fp_per_load"] for m in with_mix) < 0
+    assert "mix" not in docs["--no-mix"]["sources"]
+    assert not any("mix" in p["signature"] for p in docs["--no-mix"]["phases"])
+    for doc in docs.values():   # one busy thread: perf's own CPU time is not the program's
+        assert max(p["signature"]["proc"]["cpu_util"] for p in doc["phases"]) < 1.15
 
 
 def test_node_restriction_applies_to_the_command(cli, db_url, tmp_path):

@@ -80,6 +80,9 @@ def trace(
     probe_cmd: str = typer.Option(None, "--probe-cmd", help="Command (reduced input) for the cachegrind pass, "
                                                             "split like a shell would but never run by one."),
     omp: bool = typer.Option(True, "--omp/--no-omp", help="Time OpenMP parallel regions (GCC libgomp shim)."),
+    mix: bool = typer.Option(True, "--mix/--no-mix", help="Sample where the program runs with perf's cpu-clock "
+                             "timer (no hardware counters needed) for the instruction mix of its phases (source "
+                             "mix), where perf can sample."),
     mpi: bool = typer.Option(True, "--mpi/--no-mpi", help="When CMD is an MPI launcher (mpirun, mpiexec, srun), "
                                                         "follow every rank with the PMPI library: each phase's "
                                                         "computation/communication split (docs/mpi.md)."),
@@ -161,7 +164,7 @@ def trace(
             argv, name=name or Path(argv[0]).name, node=node_row["name"], interval_s=interval,
             timeout_s=timeout, cpus=cpus, inventory=inventory, cachegrind=cachegrind, probe_cmd=probe,
             cachegrind_sample_s=cachegrind_sample, omp=omp, mpi=mpi, streams=streams, probe_timeout_s=probe_timeout,
-            status=status)
+            status=status, mix=mix)
         result.meta["input"] = workload
     except (Interrupted, KeyboardInterrupt):  # (typer would turn a KeyboardInterrupt into a silent exit 130)
         raise UserError(f"interrupted: {argv[0]} and its children were terminated; nothing was stored",

@@ -74,7 +74,7 @@ def observe(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None
     sources = ["proc"] + (["counters"] if counter_rows else [])
     if not use_counters:
         notes.append("hardware counters not available on this node (perf): source 'counters' skipped")
-    if not use_mix:
+    if mix is None and not use_mix:
         notes.append("perf cannot sample here (perf record, cpu-clock): source 'mix' skipped")
     return Observation(result, counter_rows, records, sources, notes, mix_samples)
 
@@ -85,7 +85,7 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
                   probe_cmd: list[str] | None = None, cachegrind_sample_s: float | None = None,
                   omp: bool = True, streams: bool = False,
                   probe_timeout_s: float | None = None, mpi: bool = True,
-                  status: Callable[[str], None] | None = None) -> tuple[Trace, list[str]]:
+                  status: Callable[[str], None] | None = None, mix: bool = True) -> tuple[Trace, list[str]]:
     """Trace `argv` on `node`; returns the trace and notes for the user (skipped sources, ...).
 
     `streams`: a stream-probe pass (registry.measure.streams) on the same command and input (the
@@ -95,7 +95,8 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
     (registry.measure.cachegrind.run), and the trace's cachegrind summary says so (`sample_s`).
     Without counters and without cachegrind, a note says that only the working set tells kinds of
     work apart in this trace. `mpi`: when `argv` starts an MPI launcher, follow every rank with the
-    PMPI library (registry.trace.mpi): the phases get their computation/communication split."""
+    PMPI library (registry.trace.mpi): the phases get their computation/communication split. `mix`:
+    perf's timer samples for the phases' instruction mix where perf can sample (False: none)."""
     started = datetime.now(timezone.utc)
     launcher = mpi_trace.launcher(argv) if mpi else None
     with tempfile.TemporaryDirectory(prefix="nodereg-pmpi-") if launcher else nullcontext() as pmpi_out:
@@ -104,7 +105,7 @@ def trace_command(argv: list[str], *, name: str, node: str, interval_s: float = 
             prepared = mpi_trace.prepare(argv, run_env, Path(pmpi_out))
             run_argv, run_env = prepared.argv, prepared.env
         obs = observe(run_argv, interval_s=interval_s, timeout_s=timeout_s, cpus=cpus, env=run_env, omp=omp,
-                      scratch=(Path(pmpi_out),) if launcher else ())
+                      scratch=(Path(pmpi_out),) if launcher else (), mix=None if mix else False)
         obs.run.argv = list(argv)
         run = obs.run
         phases = (ph.marker_phases(run.markers, run.wall_s) + ph.omp_phases(obs.omp_records, run.wall_s)
