@@ -4,10 +4,14 @@ scripts/validate_apps.py predicted: the same profiles, traces and measured runs,
 columns differ by the code alone (docs/validation.md quotes what this prints).
 
     python scripts/validate_reproject.py REGISTRY.duckdb [--baseline REV] [--node val-1c] [--json]
+                                         [--baseline-without SOURCE]
 
 For every traced app: `nodereg match APP --no-store --json` on a copy of the registry (nothing is
 written to it), by `git archive REV` unpacked in a temporary folder and by this checkout; the error
 of each one's prediction for NODE against the median of the app's measured runs there.
+`--baseline-without SOURCE`: the baseline predicts on a copy without the signatures of SOURCE
+(a signature source that its revision did not measure, such as `mix`: it would read them too),
+so the two columns differ by that source and the code.
 """
 
 from __future__ import annotations
@@ -61,16 +65,23 @@ def main() -> None:
     ap.add_argument("registry", type=Path, help="the DuckDB registry of a validate_apps.py run")
     ap.add_argument("--baseline", default="main", help="git revision predicted beside this checkout")
     ap.add_argument("--node", default="val-1c", help="the variant whose predictions are scored")
+    ap.add_argument("--baseline-without", metavar="SOURCE",
+                    help="signature source deleted from the baseline's copy of the registry")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not args.registry.is_file():
         raise SystemExit(f"no registry at {args.registry}")
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "registry.duckdb"
+        copy, base_copy = Path(tmp) / "registry.duckdb", Path(tmp) / "baseline.duckdb"
         shutil.copy(args.registry, copy)
+        shutil.copy(args.registry, base_copy)
+        if args.baseline_without:
+            con = duckdb.connect(str(base_copy))
+            con.execute("DELETE FROM signatures WHERE source = ?", [args.baseline_without])
+            con.close()
         base, _ = baseline_checkout(args.baseline, Path(tmp) / "base")
         times = measured(copy, args.node)
-        rows = [{"app": app, "measured_s": t, "baseline_s": predicted(copy, app, args.node, base),
+        rows = [{"app": app, "measured_s": t, "baseline_s": predicted(base_copy, app, args.node, base),
                  "this_s": predicted(copy, app, args.node, REPO)} for app, t in times.items()]
     for r in rows:
         for side in ("baseline", "this"):
@@ -89,6 +100,7 @@ def main() -> None:
                for side in ("baseline", "this") if rows}
     if args.json:
         print(json.dumps({"registry": str(args.registry), "node": args.node, "baseline": args.baseline,
+                          "baseline_without": args.baseline_without,
                           "apps": rows, "summary": summary}, indent=2))
         return
     table = Table(title=f"{args.registry}: predictions for {args.node}, {args.baseline} beside this checkout")

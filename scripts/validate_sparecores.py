@@ -241,10 +241,22 @@ def full_suite_nodes(conn: sa.Connection, node: str) -> set[str]:
     return {n for n, k in keys.items() if n != node and len(k & mine) >= FULL_SHARE * len(mine)}
 
 
+def without_source(trace_file: Path, source: str) -> Path:
+    """A copy of the trace file whose phases lack the signature `source`: matched, it gives what the
+    same traced run predicts without that source (a feature the phase lacks enters no distance)."""
+    doc = json.loads(trace_file.read_text())
+    for phase in doc["phases"]:
+        phase.get("signature", {}).pop(source, None)
+    out = trace_file.with_name(f"{trace_file.stem}.without-{source}.json")
+    out.write_text(json.dumps(doc))
+    return out
+
+
 def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], sets: dict[str, set[str] | None],
-            console: Console, cachegrind_s: float | None = None) -> dict:
+            console: Console, cachegrind_s: float | None = None, without: str | None = None) -> dict:
     """Trace, match and compare one program; `same` and `sets`: per node set, its same-CPU type and
-    its nodes (None: every imported node); `cachegrind_s`: trace with a cachegrind sample that long."""
+    its nodes (None: every imported node); `cachegrind_s`: trace with a cachegrind sample that long;
+    `without`: also match the same trace without that signature source (key "without")."""
     env = {"OMP_NUM_THREADS": "1"} if p.one_thread else {}
     out = tmp / f"{p.name.replace(':', '_')}.json"
     app = f"sc-check:{p.name}"
@@ -258,25 +270,47 @@ def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], set
     if t.returncode:
         return {"program": p.name, "skipped": f"trace failed: {(t.stderr or t.stdout).strip().splitlines()[-1:]}"}
     wall = json.loads(out.read_text()).get("wall_s")
-    args = ["match", app, "--suite", "sparecores", "--json", "--no-store"]
-    for prefix in p.exclude:
-        args += ["--exclude", prefix]
-    m = nodereg(db, *args)
+    meas = _read(db, lambda conn: measured(conn, p))
+    m = nodereg(db, *match_args(app, p))
     if m.returncode:
         return {"program": p.name, "skipped": f"match failed: {m.stderr.strip()}"}
     doc = json.loads(m.stdout)
-    pred = {r["node"]: r["predicted_s"] for r in doc["predictions"]}
-    meas = _read(db, lambda conn: measured(conn, p))
-    by_set = {name: compare(pred, meas, same[name], among) for name, among in sets.items()}
+    by_set = scored(doc, meas, same, sets)
     if all(r is None for r in by_set.values()):
         return {"program": p.name, "skipped": f"fewer than 3 imported nodes measured {p.app}"}
     nearest = doc["phases"][0]["matches"][:3] if doc["phases"] else []
     serial = [round(ph["serial_share"], 2) for ph in doc["phases"] if ph["mode"] != "idle"]
-    console.print(f"  {p.name}: traced {wall:.2f} s; " + "; ".join(
-        f"{name}: {r['nodes']} nodes, median |error| {r['median_abs_error']:.1%}, Spearman {r['spearman']:.3f}"
-        for name, r in by_set.items() if r))
-    return {"program": p.name, "app": p.app, "traced_s": wall, "excluded": p.exclude, "serial_share": serial,
-            "nearest": [m["config"] for m in nearest], "sets": by_set}
+    console.print(f"  {p.name}: traced {wall:.2f} s; " + _summary(by_set))
+    result = {"program": p.name, "app": p.app, "traced_s": wall, "excluded": p.exclude, "serial_share": serial,
+              "nearest": [m["config"] for m in nearest], "sets": by_set}
+    if without:
+        w = nodereg(db, *match_args(str(without_source(out, without)), p))
+        if w.returncode:
+            return {"program": p.name, "skipped": f"match without {without} failed: {w.stderr.strip()}"}
+        wdoc = json.loads(w.stdout)
+        result["without"] = scored(wdoc, meas, same, sets)
+        result["nearest_without"] = [m["config"] for m in (wdoc["phases"][0]["matches"][:3] if wdoc["phases"] else [])]
+        console.print(f"    without {without}: " + _summary(result["without"]))
+    return result
+
+
+def match_args(trace: str, p: Program) -> list[str]:
+    """`nodereg match` of `trace` (an app name or a trace file) onto the imported types."""
+    args = ["match", trace, "--suite", "sparecores", "--json", "--no-store"]
+    for prefix in p.exclude:
+        args += ["--exclude", prefix]
+    return args
+
+
+def scored(doc: dict, meas: dict[str, float], same: dict[str, str], sets: dict[str, set[str] | None]) -> dict:
+    """`compare` of a match's predictions per node set."""
+    pred = {r["node"]: r["predicted_s"] for r in doc["predictions"]}
+    return {name: compare(pred, meas, same[name], among) for name, among in sets.items()}
+
+
+def _summary(by_set: dict) -> str:
+    return "; ".join(f"{name}: {r['nodes']} nodes, median |error| {r['median_abs_error']:.1%}, "
+                     f"Spearman {r['spearman']:.3f}" for name, r in by_set.items() if r)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="trace each program with a cachegrind sample of S seconds (`trace --cachegrind-sample`), "
                          "matched with the suite profile's cachegrind signatures (`profile --suite sparecores "
                          "--cachegrind`)")
+    ap.add_argument("--without", default=None, metavar="SOURCE",
+                    help="also match each trace without its phases' SOURCE signatures (such as mix): "
+                         "the two predictions of one traced run, side by side")
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
     args = ap.parse_args(argv)
     console = Console()
@@ -324,10 +361,14 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"  {p.name}: skipped, needs {', '.join(lack)}")
                 results.append({"program": p.name, "skipped": f"needs {', '.join(lack)}"})
                 continue
-            results.append(run_one(args.db, args.node, p, tmp, same, sets, console, args.cachegrind_s))
+            results.append(run_one(args.db, args.node, p, tmp, same, sets, console, args.cachegrind_s,
+                                   args.without))
     done = [r for r in results if "skipped" not in r]
     for name in sets:
         report(console, name, same[name], [(r, r["sets"][name]) for r in done if r["sets"].get(name)])
+        if args.without:
+            report(console, f"{name}, without {args.without}", same[name],
+                   [(r, r["without"][name]) for r in done if r["without"].get(name)], "nearest_without")
     for r in results:
         if "skipped" in r:
             console.print(f"skipped {r['program']}: {r['skipped']}")
@@ -338,8 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if done else 1
 
 
-def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]]) -> None:
-    """One node set's table and its medians over programs."""
+def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]], nearest: str = "nearest") -> None:
+    """One node set's table and its medians over programs (`nearest`: the result's key of the
+    references its match chose)."""
     table = Table(title=f"{name}: predicted / measured ratio to {same}")
     for col in ("program", "nodes", "median |error|", "median error", "within 15%", "Spearman", "serial share",
                 "nearest refs"):
@@ -347,7 +389,7 @@ def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]]
     for r, f in rows:
         table.add_row(r["program"], str(f["nodes"]), f"{f['median_abs_error']:.1%}", f"{f['median_error']:+.1%}",
                       f"{f['within_15']:.0%}", f"{f['spearman']:.3f}", ",".join(map(str, r["serial_share"])),
-                      ", ".join(c.removeprefix("sparecores:") for c in r["nearest"]))
+                      ", ".join(c.removeprefix("sparecores:") for c in r[nearest]))
     console.print(table)
     if rows:
         err = statistics.median(f["median_abs_error"] for _, f in rows)

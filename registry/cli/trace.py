@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 TIMEOUT_EXIT = 124
 SHOWN_METRICS = (("proc", "cpu_util"), ("proc", "threads_active"), ("proc", "rss_mb"), ("proc", "wss_mb"),
-                 ("proc", "wss_llc"), ("counters", "ipc"), ("cachegrind", "ll_mpki"), ("mpi", "comm_share"))
+                 ("proc", "wss_llc"), ("mix", "fp_share"), ("mix", "fp_per_load"), ("counters", "ipc"),
+                 ("cachegrind", "ll_mpki"), ("mpi", "comm_share"))
 
 
 def _node_row(conn: "sa.Connection", name: str | None) -> dict | None:
