@@ -71,13 +71,15 @@ def test_x86_instructions_are_classified_by_their_operands():
 def test_a_sample_is_described_by_the_innermost_loop_holding_it():
     insns = disasm.parse(X86)
     assert disasm.loops(insns) == [(0x1102, 0x1119)]
-    inside = disasm._mix_in(insns, 0x110d)
+    inside = disasm._mix_in(disasm.Code.of(insns), 0x110d)
     # the loop's 6 instructions: 2 loads (one with the FMA), 1 FP, 1 store, 1 branch
     assert inside == pytest.approx({"fp": 1 / 6, "load": 2 / 6, "store": 1 / 6, "branch": 1 / 6})
-    assert disasm._mix_in(insns, 0x2000) is None
+    assert disasm._mix_in(disasm.Code.of(insns), 0x2000) is None
+    # outside every loop: the AROUND instructions each side (here the whole function but the first)
+    assert disasm._mix_in(disasm.Code.of(insns), 0x1126)["store"] == pytest.approx(3 / 10)
     a64 = disasm.parse(A64)
     assert disasm.loops(a64) == [(0x400600, 0x400618)]
-    assert disasm._mix_in(a64, 0x400608) == pytest.approx({"fp": 1 / 7, "load": 2 / 7, "store": 1 / 7,
+    assert disasm._mix_in(disasm.Code.of(a64), 0x400608) == pytest.approx({"fp": 1 / 7, "load": 2 / 7, "store": 1 / 7,
                                                            "branch": 1 / 7})
 
 

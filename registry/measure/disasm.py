@@ -16,7 +16,9 @@ cannot: a register-blocked matrix product (many FP operations per memory operand
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 import subprocess
 from dataclasses import dataclass
@@ -123,17 +125,6 @@ def parse(text: str) -> tuple[Insn, ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=512)
-def function(dso: str, symbol: str) -> tuple[Insn, ...]:
-    """The instructions of `symbol` in the ELF file `dso` (empty when objdump cannot read them)."""
-    try:
-        res = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={symbol}", dso],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return parse(res.stdout) if res.returncode == 0 else ()
-
-
 def loops(insns: tuple[Insn, ...]) -> list[tuple[int, int]]:
     """(first, last) instruction addresses of every loop: a branch back to an address of its own
     function at or before it."""
@@ -143,26 +134,61 @@ def loops(insns: tuple[Insn, ...]) -> list[tuple[int, int]]:
     return [(i.target, i.addr) for i in insns if i.target is not None and lo <= i.target <= i.addr]
 
 
-def _mix_in(insns: tuple[Insn, ...], addr: int) -> dict[str, float] | None:
-    """Shares of KINDS among the instructions of the innermost loop of `insns` that holds `addr` (or
+@dataclass(frozen=True)
+class Code:
+    """Instructions in address order with what a sample's lookup needs: their addresses, the loops
+    innermost first, and running counts of each kind (a region's mix is two lookups, not a pass:
+    a Python program's samples fall on thousands of places in the interpreter's loop)."""
+    insns: tuple[Insn, ...]
+    addrs: tuple[int, ...]
+    loops: tuple[tuple[int, int], ...]              # (first, last) address, shortest first
+    counts: dict[str, tuple[int, ...]]              # kind -> instructions of that kind before index i
+
+    @classmethod
+    def of(cls, insns: tuple[Insn, ...]) -> Code:
+        counts = {k: tuple(itertools.accumulate((k in i.kinds for i in insns), initial=0)) for k in KINDS}
+        return cls(insns, tuple(i.addr for i in insns), tuple(sorted(loops(insns), key=lambda ab: ab[1] - ab[0])),
+                   counts)
+
+
+EMPTY = Code.of(())
+
+
+def _objdump(args: list[str]) -> Code:
+    """objdump -d --no-show-raw-insn ARGS read into Code (empty when objdump cannot read it)."""
+    try:
+        res = subprocess.run(["objdump", "-d", "--no-show-raw-insn", *args], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return EMPTY
+    return Code.of(parse(res.stdout)) if res.returncode == 0 else EMPTY
+
+
+@functools.lru_cache(maxsize=512)
+def function(dso: str, symbol: str) -> Code:
+    """The instructions of `symbol` in the ELF file `dso`."""
+    return _objdump([f"--disassemble={symbol}", dso])
+
+
+def _mix_in(code: Code, addr: int) -> dict[str, float] | None:
+    """Shares of KINDS among the instructions of the innermost loop of `code` that holds `addr` (or
     the AROUND instructions each side, outside every loop); None when `addr` lies outside them."""
-    if not insns or not insns[0].addr <= addr <= insns[-1].addr:
+    if not code.addrs or not code.addrs[0] <= addr <= code.addrs[-1]:
         return None
-    holding = [(b - a, a, b) for a, b in loops(insns) if a <= addr <= b]
-    if holding:
-        _, a, b = min(holding)
-        region = [i for i in insns if a <= i.addr <= b]
+    loop = next(((a, b) for a, b in code.loops if a <= addr <= b), None)
+    if loop:
+        lo, hi = bisect.bisect_left(code.addrs, loop[0]), bisect.bisect_right(code.addrs, loop[1])
     else:
-        at = next(k for k, i in enumerate(insns) if i.addr >= addr)
-        region = list(insns[max(0, at - AROUND):at + AROUND + 1])
-    return {k: sum(k in i.kinds for i in region) / len(region) for k in KINDS}
+        at = bisect.bisect_left(code.addrs, addr)
+        lo, hi = max(0, at - AROUND), min(len(code.addrs), at + AROUND + 1)
+    return {k: (code.counts[k][hi] - code.counts[k][lo]) / (hi - lo) for k in KINDS}
 
 
 @functools.lru_cache(maxsize=4096)
 def region_mix(dso: str, symbol: str, offset: int) -> dict[str, float] | None:
     """The mix (`_mix_in`) at `offset` bytes into the function `symbol` of `dso`."""
-    insns = function(dso, symbol)
-    return _mix_in(insns, insns[0].addr + offset) if insns else None
+    code = function(dso, symbol)
+    return _mix_in(code, code.addrs[0] + offset) if code.addrs else None
 
 
 CHUNK = 4096    # code without symbols is read a page at a time, with MARGIN bytes each side
@@ -183,16 +209,10 @@ def _segments(dso: str) -> tuple[tuple[int, int, int], ...]:
 
 
 @functools.lru_cache(maxsize=512)
-def _chunk(dso: str, first: int) -> tuple[Insn, ...]:
+def _chunk(dso: str, first: int) -> Code:
     """The instructions of `dso` from virtual address `first` - MARGIN to `first` + CHUNK + MARGIN
     (x86 code read from an arbitrary address falls into step within a few instructions)."""
-    try:
-        res = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--start-address={max(0, first - MARGIN)}",
-                              f"--stop-address={first + CHUNK + MARGIN}", dso],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return parse(res.stdout) if res.returncode == 0 else ()
+    return _objdump([f"--start-address={max(0, first - MARGIN)}", f"--stop-address={first + CHUNK + MARGIN}", dso])
 
 
 @functools.lru_cache(maxsize=4096)
