@@ -172,3 +172,18 @@ def test_a_blocked_matrix_product_is_not_a_stream_by_its_mix(references):
     assert mix["store_share"] < references["triad"]["store_share"] / 3
     nearest = _model(references).nearest(Query("matmul", {f"mix.{m}": v for m, v in mix.items()}, 1.0), 1)
     assert nearest[0][1] > 0.3, nearest    # standardised RMS units: far from every reference
+
+
+@pytestmark_perf
+def test_children_started_at_once_are_sampled_and_the_wait_is_not_timed(kinds_program):
+    """perf attaches about 0.2 s after the command starts; the runner holds the command at a gate
+    until then. Without it, a script that starts its workers at once (a launcher, the Redis
+    validation's servers) left perf nothing to sample, and its wait would count as run time."""
+    samples: list[hotmix.Sample] = []
+    result = runner.run(["/bin/sh", "-c", f"{kinds_program} fma 4000000 & wait"], wss=False,
+                        stdout=subprocess.DEVNULL, attach=functools.partial(hotmix.watching, into=samples))
+    assert result.status == "ok"
+    mix = hotmix.mix(samples)
+    assert mix and mix["fp_share"] > 0.5, (len(samples), mix)
+    timed = runner.run(["sleep", "0.5"], wss=False, attach=functools.partial(hotmix.watching, into=[]))
+    assert 0.5 <= timed.wall_s < 0.62, timed.wall_s

@@ -11,8 +11,9 @@ floating-point arithmetic, loads, stores and conditional branches among the loop
 instructions); a phase's or a config's mix is the mean over its samples.
 
 The same sampler (`watching`: `perf record -p`, attached to a running process and following what
-it starts) watches a traced command from its start and the microbenchmark driver during a config's
-signature window, so a phase and its references are described the same way on the same node.
+it starts) watches a traced command from its start (the runner holds the command at a gate until
+perf has enabled its event) and the microbenchmark driver during a config's signature window, so a
+phase and its references are described the same way on the same node.
 perf is never the traced command's parent: the tracer samples the command's process tree from
 /proc, and perf's own CPU time and start-up were counted as the program's. Only user-space
 code is sampled; samples in code without symbols (JIT, stripped) or in files objdump cannot read
@@ -24,11 +25,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -70,32 +74,61 @@ def available() -> bool:
         return res.returncode == 0 and Path(f"{tmp}/p.data").exists()
 
 
+ATTACH_TIMEOUT_S = 5.0  # perf attaches in about 0.2 s; one that has not answered by then is not waited for
+
+
 @contextlib.contextmanager
 def watching(pid: int, into: list[Sample] | None = None, directory: Path | None = None) -> Iterator[list[Sample]]:
     """Sample the running process `pid` (and the threads and processes it starts from now on) while
-    the block runs; the yielded list (`into`, if given) receives the samples when it ends. perf
-    attaches within about 0.1 s; a process it cannot watch gives no samples. `directory`: where perf
-    writes its file (the tracer's, which its watchdog removes if nodereg is killed), else a
-    temporary one of its own."""
+    the block runs; the yielded list (`into`, if given) receives the samples when it ends. The block
+    starts once perf has attached and enabled its event (perf's control pipe acknowledges it), so a
+    caller that holds the process back until then (registry.measure.runner's gate) loses nothing of
+    it. A process perf cannot watch gives no samples. `directory`: where perf writes its file (the
+    tracer's, which its watchdog removes if nodereg is killed), else a temporary one of its own."""
     samples: list[Sample] = [] if into is None else into
     with contextlib.nullcontext(directory) if directory else tempfile.TemporaryDirectory(prefix="nodereg-mix-") as tmp:
         out = Path(tmp) / "perf.data"
+        ctl_r, ctl_w = os.pipe()
+        ack_r, ack_w = os.pipe()
         try:
-            proc = subprocess.Popen(["perf", "record", *_EVENT, "-o", str(out), "-p", str(pid)],
+            proc = subprocess.Popen(["perf", "record", *_EVENT, "-D", "-1", "--control", f"fd:{ctl_r},{ack_w}",
+                                     "-o", str(out), "-p", str(pid)], pass_fds=(ctl_r, ack_w),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:
-            yield samples
-            return
+            proc = None
+        finally:
+            os.close(ctl_r)
+            os.close(ack_w)
         try:
+            if proc is not None:
+                _enable(proc, ctl_w, ack_r)
             yield samples
         finally:
-            proc.send_signal(signal.SIGINT)   # perf writes its file and exits (by itself when pid has)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            samples.extend(read(out))
+            if proc is not None:
+                proc.send_signal(signal.SIGINT)   # perf writes its file and exits (by itself when pid has)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            os.close(ctl_w)    # only after perf has gone: closed before, perf kept no sample of a process
+            #                    that outlived the block (the driver)
+            os.close(ack_r)
+            if proc is not None:
+                samples.extend(read(out))
+
+
+def _enable(proc: subprocess.Popen, ctl_w: int, ack_r: int) -> None:
+    """Tell perf (started with its events disabled) to enable them, and wait for its answer."""
+    try:
+        os.write(ctl_w, b"enable\n")
+    except BrokenPipeError:    # perf has exited (it could not attach)
+        return
+    deadline = time.monotonic() + ATTACH_TIMEOUT_S
+    while proc.poll() is None and (left := deadline - time.monotonic()) > 0:
+        if select.select([ack_r], [], [], min(left, 0.05))[0]:
+            os.read(ack_r, 64)
+            return
 
 
 def read(path: Path) -> list[Sample]:

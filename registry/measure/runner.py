@@ -9,6 +9,7 @@ watchdog process (registry.measure.watchdog) kills the tree if the tracer itself
 """
 
 import ctypes
+import errno
 import os
 import select
 import shutil
@@ -204,7 +205,11 @@ def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = N
     tracer is killed. `stdout`: a file descriptor for the command's standard output (default: ours).
     `attach(pid)`: a context held from the command's start to its end, for an observer of the
     started process that must not be part of its tree (perf record -p: as the command's parent,
-    perf's own CPU time and start-up were sampled as the program's).
+    perf's own CPU time and start-up were sampled as the program's). The command is then held at a
+    gate, a shell waiting on a FIFO, until the context has been entered, and execs in place: an
+    observer that follows the processes it sees started misses none (a script that started its
+    servers within a millisecond had given perf, attached 0.2 s late, nothing to sample), and the
+    clock starts when the gate opens.
     """
     if interval_s <= 0:
         raise UserError("--interval must be positive")
@@ -216,7 +221,10 @@ def run(argv: list[str], *, interval_s: float = 0.1, timeout_s: float | None = N
         env[FIFO_ENV] = str(fifo)
         watchdog = Watchdog(Path(tmp), *scratch)
         try:
-            return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, attach)
+            gate = Path(tmp) / "start.fifo" if attach else None
+            if gate:
+                os.mkfifo(gate, 0o600)
+            return _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, attach, gate)
         finally:
             watchdog.release()
 
@@ -239,7 +247,28 @@ def pinned(cpus):
         os.sched_setaffinity(0, before)
 
 
-def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, attach) -> RunResult:
+GATE = 'read _ < "$0"; exec "$@"'    # sh -c GATE FIFO ARGV...: wait for a line on FIFO, then become ARGV
+
+
+def _open_gate(gate: Path, pidfd: int) -> None:
+    """Let the gated command exec: a line on its FIFO once it has opened it (at its start), unless
+    it has exited before (the pidfd is readable)."""
+    while not select.select([pidfd], [], [], 0)[0]:
+        try:
+            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:   # ENXIO: no reader yet
+                raise
+            time.sleep(0.001)
+            continue
+        try:
+            os.write(fd, b"\n")
+        finally:
+            os.close(fd)
+        return
+
+
+def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, attach, gate) -> RunResult:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupted(signum, frame):
@@ -249,7 +278,8 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, at
     reader = _MarkerReader(fifo, t0)
     try:
         with pinned(cpus):
-            proc = subprocess.Popen(argv, env=env, close_fds=True, stdout=stdout)
+            proc = subprocess.Popen(["/bin/sh", "-c", GATE, str(gate), *argv] if gate else argv, env=env,
+                                    close_fds=True, stdout=stdout)
     except OSError as exc:
         reader.close()
         raise UserError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=127) from None
@@ -263,6 +293,8 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, at
     try:
         if attach:
             observers.enter_context(attach(proc.pid))
+            _open_gate(gate, pidfd)
+            t0 = reader.t0 = time.monotonic()
         sampler.prime(0.0)
         watchdog.tell(sampler.pids_seen)
         next_tick = t0 + interval_s
