@@ -83,9 +83,10 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
             passes: int | None = None) -> dict[str, dict[str, float]]:
     """Prepare `config` on the driver (its buffers first-touched, its passes set), then run
     WINDOW_REPS repetitions under the trace sampler (and perf, where the node counts, and perf's
-    timer samples for the instruction mix, where perf runs): its {source: {metric: value}}. The window holds only repetitions, so its
-    working-set reads are the memory the kernel touches (preparing fills every array of a bandwidth
-    kernel, the load kernel's two unused ones too, and builds the chase's cycle). `passes`: those
+    timer samples for the instruction mix, where perf runs): its {source: {metric: value}}. The
+    window holds only repetitions, so its working-set reads are the memory the kernel touches
+    (preparing fills every array of a bandwidth kernel, the load kernel's two unused ones too, and
+    builds the chase's cycle). `passes`: those
     of a REP_S repetition, from the sweep's measurement of the config (`passes_for`); without
     them the driver calibrates, which costs a few short repetitions and overshoots REP_S by up to
     a fifth (its passes grow by 1.2 x the ratio still missing)."""
@@ -106,7 +107,7 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
     thread = threading.Thread(target=sample_until_stopped, daemon=True)
     thread.start()
     counting = perf.watching(driver.proc.pid, INTERVAL_S) if perf.available() else contextlib.nullcontext([])
-    sampling = hotmix.watching(driver.proc.pid) if hotmix.available() else contextlib.nullcontext([])
+    sampling = hotmix.watching(driver.proc.pid, wait=False) if hotmix.available() else contextlib.nullcontext([])
     try:
         with counting as counter_rows, sampling as mix_samples:
             driver.more(WINDOW_REPS)
