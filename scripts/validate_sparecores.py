@@ -195,9 +195,11 @@ def measured(conn: sa.Connection, p: Program) -> dict[str, float]:
     return {n: statistics.median(ts) for n, ts in per.items()}
 
 
-def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: set[str] | None = None) -> dict | None:
+def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: set[str] | None = None,
+            bounds: dict[str, tuple[float, float]] | None = None) -> dict | None:
     """Predicted against measured ratios to the same-CPU type, over the nodes that have both (and
-    are `among`)."""
+    are `among`); `bounds`: each node's interval (low, high seconds), whose share of measured
+    ratios inside it, both ends divided by the same-CPU type's prediction, is `inside`."""
     nodes = sorted((set(pred) & set(meas) & (among if among is not None else set(pred))) - {same})
     if same not in pred or same not in meas or len(nodes) < 3:
         return None
@@ -205,9 +207,13 @@ def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: se
     mr = np.array([meas[n] / meas[same] for n in nodes])
     err = pr / mr - 1.0
     rho = spearmanr([pred[n] for n in nodes], [meas[n] for n in nodes]).statistic
-    return {"nodes": len(nodes), "median_abs_error": float(np.median(np.abs(err))),
-            "median_error": float(np.median(err)), "spearman": float(rho),
-            "within_15": float(np.mean(np.abs(err) <= 0.15))}
+    out = {"nodes": len(nodes), "median_abs_error": float(np.median(np.abs(err))),
+           "median_error": float(np.median(err)), "spearman": float(rho),
+           "within_15": float(np.mean(np.abs(err) <= 0.15))}
+    if bounds:
+        inside = [bounds[n][0] / pred[same] <= r <= bounds[n][1] / pred[same] for n, r in zip(nodes, mr)]
+        out["inside"] = float(np.mean(inside))
+    return out
 
 
 def _read(db: str, fn, whole: bool = False):
@@ -305,7 +311,8 @@ def match_args(trace: str, p: Program) -> list[str]:
 def scored(doc: dict, meas: dict[str, float], same: dict[str, str], sets: dict[str, set[str] | None]) -> dict:
     """`compare` of a match's predictions per node set."""
     pred = {r["node"]: r["predicted_s"] for r in doc["predictions"]}
-    return {name: compare(pred, meas, same[name], among) for name, among in sets.items()}
+    bounds = {r["node"]: (r["low_s"], r["high_s"]) for r in doc["predictions"]}
+    return {name: compare(pred, meas, same[name], among, bounds) for name, among in sets.items()}
 
 
 def _summary(by_set: dict) -> str:
@@ -383,19 +390,23 @@ def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]]
     """One node set's table and its medians over programs (`nearest`: the result's key of the
     references its match chose)."""
     table = Table(title=f"{name}: predicted / measured ratio to {same}")
-    for col in ("program", "nodes", "median |error|", "median error", "within 15%", "Spearman", "serial share",
-                "nearest refs"):
+    for col in ("program", "nodes", "median |error|", "median error", "within 15%", "Spearman", "inside 80%",
+                "serial share", "nearest refs"):
         table.add_column(col)
     for r, f in rows:
         table.add_row(r["program"], str(f["nodes"]), f"{f['median_abs_error']:.1%}", f"{f['median_error']:+.1%}",
-                      f"{f['within_15']:.0%}", f"{f['spearman']:.3f}", ",".join(map(str, r["serial_share"])),
+                      f"{f['within_15']:.0%}", f"{f['spearman']:.3f}", f"{f.get('inside', float('nan')):.0%}",
+                      ",".join(map(str, r["serial_share"])),
                       ", ".join(c.removeprefix("sparecores:") for c in r[nearest]))
     console.print(table)
     if rows:
         err = statistics.median(f["median_abs_error"] for _, f in rows)
         rho = statistics.median(f["spearman"] for _, f in rows)
+        inside = [f["inside"] for _, f in rows if "inside" in f]
         console.print(f"{name} ({len(rows)} programs): median error {err:.1%} (target <= 15%), "
-                      f"median Spearman {rho:.3f} (target >= 0.9)")
+                      f"median Spearman {rho:.3f} (target >= 0.9)"
+                      + (f", median share inside the 80% interval {statistics.median(inside):.0%} (target 70-90%)"
+                         if inside else ""))
 
 
 if __name__ == "__main__":
