@@ -120,3 +120,66 @@ def test_cache_resident_windows_do_not_read_the_sweeps_buffers(binary, monkeypat
     others = [rss for pid, rss in rss_at_read.items() if pid != sweep.proc.pid]
     assert len(others) == 1 and others[0] < 32 << 20
     assert sigs[in_l1.key]["proc"]["wss_mb"] < 4 < 200 < sigs[in_memory.key]["proc"]["wss_mb"]
+
+
+class _StreamingProcess:
+    """A fake process that touches `mb_per_s` of fresh memory every second, for the sampler's
+    working-set reads, each read costing `read_cost_s` of CPU (a large RSS's page-table walk)."""
+
+    def __init__(self, monkeypatch, mb_per_s: float, read_cost_s: float):
+        from registry.measure import procfs, sampler
+
+        self.now, self.cleared_at, self.cpu = 0.0, 0.0, 0.0
+        self.mb_per_s, self.read_cost_s = mb_per_s, read_cost_s
+        monkeypatch.setattr(procfs, "tree", lambda root: [root])
+        monkeypatch.setattr(procfs, "read_process", lambda pid: procfs.ProcessCounters())
+        monkeypatch.setattr(procfs, "referenced_bytes", self.read)
+        monkeypatch.setattr(procfs, "clear_referenced", self.clear)
+        monkeypatch.setattr(sampler.time, "thread_time", lambda: self.cpu)
+
+    def clear(self, pid: int) -> bool:
+        self.cpu += self.read_cost_s
+        self.cleared_at = self.now
+        return True
+
+    def read(self, pid: int, clear: bool = True) -> int:
+        touched = (self.now - self.cleared_at) * self.mb_per_s * 2**20
+        self.clear(pid)
+        return int(touched)
+
+    def sample_every(self, sampler: TreeSampler, interval: float, seconds: float) -> list[dict]:
+        sampler.prime(0.0)
+        for k in range(1, round(seconds / interval) + 1):
+            self.now = k * interval
+            sampler.sample(self.now)
+        return [r for r in sampler.rows if r["wss_window_s"] == r["wss_window_s"]]
+
+
+def test_an_expensive_working_set_read_covers_a_configs_window_not_the_gap_since_the_last(monkeypatch):
+    """Issue 28: a phase's working set was read over the seconds between two budgeted reads (1.7 s
+    here: a read costs 25 ms, the budget 3%), a memory-resident config's over its 0.3 s window, so a
+    phase streaming through fresh memory looked several times larger than over a config's window.
+    Now the referenced bits are cleared a window before the due read: every read covers 0.3 s, and
+    the reads and clears together keep to the budget."""
+    from registry.measure import sampler as sampler_module
+    from registry.profile import signatures
+
+    assert sampler_module.WSS_WINDOW_S == pytest.approx(signatures.WINDOW_S)
+    fake = _StreamingProcess(monkeypatch, mb_per_s=100.0, read_cost_s=0.025)
+    s = TreeSampler(root=1)
+    reads = fake.sample_every(s, 0.1, 20.0)
+    assert len(reads) >= 4
+    assert all(0.25 < r["wss_window_s"] < 0.35 for r in reads[1:])
+    assert all(25 < r["wss_mb"] < 35 for r in reads[1:])          # 100 MB/s over 0.3 s
+    assert s.wss_cost_s <= 0.03 * 20.0 + 2 * 0.025                # the budget, reads and clears
+    assert fake.cpu == pytest.approx(s.wss_cost_s)
+
+
+def test_cheap_working_set_reads_still_follow_each_other(monkeypatch):
+    """A small RSS (a read costs 1 ms) is read at every interval, as before: each read covers the
+    0.1 s since the previous one, as a cache-resident config's reads do, and phase detection keeps
+    the working set as a series (a metric read on fewer than half the samples is left out)."""
+    fake = _StreamingProcess(monkeypatch, mb_per_s=100.0, read_cost_s=0.001)
+    reads = fake.sample_every(TreeSampler(root=1), 0.1, 3.0)
+    assert len(reads) == 30
+    assert all(r["wss_window_s"] == pytest.approx(0.1) for r in reads)

@@ -128,10 +128,16 @@ def referenced_bytes(pid: int, clear: bool = True) -> int | None:
         if line.startswith("Referenced:"):
             total = int(line.split()[1]) * 1024
             break
-    if clear:
-        try:
-            with open(f"/proc/{pid}/clear_refs", "w") as f:
-                f.write("1")
-        except OSError:
-            return None
+    if clear and not clear_referenced(pid):
+        return None
     return total
+
+
+def clear_referenced(pid: int) -> bool:
+    """Clear the referenced bits of `pid`'s pages (a working-set window starts); False where denied."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("1")
+    except OSError:
+        return False
+    return True

@@ -13,8 +13,8 @@ One `sample()` per interval turns the cumulative counters of `procfs` into one r
 | ctxsw_per_s     | times a thread was switched onto a CPU, per second                   |
 | read_mb_s       | bytes read through read(2) and friends, MB/s                          |
 | write_mb_s      | bytes written, MB/s                                                   |
-| wss_mb          | memory touched since the previous working-set read, MB                |
-| wss_window_s    | seconds since that previous read (the window `wss_mb` covers)          |
+| wss_mb          | memory touched in the window that ends at this row, MB                |
+| wss_window_s    | that window's length, s (0.1 to WSS_WINDOW_S at the trace's interval)  |
 | runq_util       | seconds per second its threads were ready to run but waited for a CPU  |
 
 `runq_util` is not one of the stored sample columns (METRICS): a phase's CPU use plus it is the
@@ -23,9 +23,19 @@ CPUs the phase would have kept busy on a host of its own (registry.measure.signa
 Row times are the interval's end, in seconds since the command started. The working set costs a
 page-table walk proportional to RSS (about 3.5 ms + 4-12 ms for 256 MB on the development VM), so
 it is read only as often as keeps its cost under `wss_budget` of the wall time, but at least once a
-second while a read costs under 20 ms (RSS up to about 1 GB); rows in between carry NaN for it (a
-working set read after k intervals covers those k intervals). With `wss_budget=None` it is read only
-at `prime` and when a `sample` asks for it (`read_wss`).
+second while a window's reads cost under 20 ms (RSS up to about 500 MB); rows in between carry NaN
+for it. With `wss_budget=None` it is read only at `prime` and when a `sample` asks for it
+(`read_wss`): a microbenchmark config's window, whose one read covers the whole window.
+
+A read covers the memory touched since the referenced bits were last cleared, and a read clears
+them. Where reads are due more often than every WSS_WINDOW_S, each covers the intervals since the
+previous one (0.1 s at the trace's interval, as a cache-resident config's reads do). Where the
+budget spaces them further apart (a large RSS), the bits are cleared again WSS_WINDOW_S before the
+due read, so that the read covers WSS_WINDOW_S, the window of a memory-resident config, and not the
+seconds since the previous read. Phases and the microbenchmark configs they are matched to are
+then measured over windows of the same lengths (issue 28): a phase that streams through fresh
+memory touches more the longer the window, and at 1-3 s windows it looked several times larger
+against the configs' 0.3 s than it would over the configs' windows.
 """
 
 import math
@@ -39,6 +49,8 @@ MB = 1024 * 1024
 ACTIVE_SHARE = 0.2
 WSS_MAX_GAP_S = 1.0
 WSS_CHEAP_S = 0.02
+WSS_WINDOW_S = 0.3     # the longest window a read covers: a memory-resident config's (registry.profile.signatures)
+WSS_ON_TIME = 0.9      # a read is due this share of the window after the clear (sampling ticks jitter)
 
 
 class TreeSampler:
@@ -55,7 +67,9 @@ class TreeSampler:
         self._totals = (0, 0, 0, 0)
         self._t_prev: float | None = None
         self._wss_due = 0.0
-        self._wss_last = 0.0
+        self._wss_last = 0.0           # when the referenced bits were last cleared: the window's start
+        self._wss_open_at = math.inf   # when to clear them before the due read (a far-off one)
+        self._wss_clear_cost = 0.0     # CPU seconds of the clear of the window now open
         self.wss_cost_s = 0.0
         self.pids_seen: set[int] = set()   # every process of the tree so far (to kill or reap later)
 
@@ -125,26 +139,45 @@ class TreeSampler:
         return row
 
     def _working_set(self, pids: list[int], t_s: float) -> tuple[float, float] | None:
-        """(MB touched, window in s) when a read is due, else None."""
-        if not self.wss or t_s < self._wss_due or not pids:
+        """(MB touched, window in s) when a read is due, else None (a window may open instead)."""
+        if not self.wss or not pids:
+            return None
+        if t_s >= self._wss_open_at and t_s < self._wss_due:
+            self._open_window(pids, t_s)
+            return None
+        if t_s < self._wss_due:
             return None
         start = time.thread_time()  # CPU, not wall: waiting for a busy CPU is no cost of ours
         values = [procfs.referenced_bytes(pid) for pid in pids]
-        cost = time.thread_time() - start
-        self.wss_cost_s += cost
+        read_cost = time.thread_time() - start
+        self.wss_cost_s += read_cost
         known = [v for v in values if v is not None]
         if not known:
             self.wss = False  # kernel without clear_refs/smaps_rollup: stop trying
             return None
+        cost, self._wss_clear_cost = read_cost + self._wss_clear_cost, 0.0
+        self._wss_open_at = math.inf
         if self.wss_budget is None:
             self._wss_due = math.inf   # until a sample asks (read_wss)
         else:
             gap = cost / self.wss_budget
-            if cost <= WSS_CHEAP_S:  # up to ~1 GB of RSS: at least one read a second (<= 2% of a CPU)
+            if cost <= WSS_CHEAP_S:  # up to ~500 MB of RSS: at least one read a second (<= 2% of a CPU)
                 gap = min(gap, WSS_MAX_GAP_S)
             self._wss_due = t_s + gap
+            if gap > WSS_WINDOW_S:
+                self._wss_open_at = t_s + gap - WSS_WINDOW_S
         window, self._wss_last = t_s - self._wss_last, t_s
         return sum(known) / MB, window
+
+    def _open_window(self, pids: list[int], t_s: float) -> None:
+        """Clear the referenced bits now: the due read, moved to WSS_WINDOW_S from now, covers that."""
+        start = time.thread_time()
+        for pid in pids:
+            procfs.clear_referenced(pid)
+        self._wss_clear_cost = time.thread_time() - start
+        self.wss_cost_s += self._wss_clear_cost
+        self._wss_last, self._wss_open_at = t_s, math.inf
+        self._wss_due = t_s + WSS_ON_TIME * WSS_WINDOW_S
 
     def _row(self, counters: dict, t_s: float, dt: float, wss: tuple[float, float] | None) -> dict:
         cpu_total, active, switches, waited = 0, 0, 0, 0

@@ -55,7 +55,7 @@ REP_S = 0.1             # one repetition (the driver calibrates its passes to it
 # The sampled window: several samples at the trace interval and working-set reads (their median drops
 # a stray read: with two repetitions, three reads, the small configs of one profile read 1.2-1.6 MB)
 WINDOW_REPS = 3
-WINDOW_S = REP_S * WINDOW_REPS
+WINDOW_S = REP_S * WINDOW_REPS   # a trace's working-set reads cover at most this (sampler.WSS_WINDOW_S)
 COST_S = WINDOW_S + REP_S   # with the preparation: calibration
 WARMUP_SHARE = 10   # the warm-up before a window at the sweep's passes: a tenth of a repetition (46 windows
                     # of `profile --quick`: 4 s less than a whole one each)
