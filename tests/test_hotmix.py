@@ -175,6 +175,27 @@ def test_a_blocked_matrix_product_is_not_a_stream_by_its_mix(references):
 
 
 @pytestmark_perf
+def test_one_perf_samples_every_window_of_a_driver(binary, monkeypatch):
+    """`measure_all` starts one perf per driver, not one per window (0.08 s each, and each sampled
+    only the half of its window after it was ready), and gives each window the mix of its own
+    stretch of the samples: the FP kernel's and the store kernel's differ as their own windows'."""
+    started = []
+    real = hotmix.watching
+    monkeypatch.setattr(hotmix, "watching", lambda pid, **kw: started.append(pid) or real(pid, **kw))
+    configs = [Config(ub=catalog.get(name), threads=1, placement="compact", cpus=(CPU,), n=n, level=level)
+               for name, n, level in (("peak_fma", None, None), ("store", 2048, "L1"), ("int_branch", None, None),
+                                      ("triad", (64 << 20) // 24, "memory"))]
+    with Driver(binary) as sweep:
+        sigs = signatures.measure_all(sweep, configs, 32 << 20)
+    assert len(started) == 2                                    # the small driver's and the sweep's
+    mixes = {c.ub.name: sigs[c.key]["mix"] for c in configs}
+    assert mixes["peak_fma"]["fp_share"] > 0.5 > 0.3 > mixes["store"]["fp_share"]
+    assert mixes["store"]["store_share"] > 0.3 > mixes["peak_fma"]["store_share"]
+    assert mixes["int_branch"]["branch_share"] > 2 * mixes["peak_fma"]["branch_share"]
+    assert mixes["triad"]["fp_share"] < 0.5
+
+
+@pytestmark_perf
 def test_children_started_at_once_are_sampled_and_the_wait_is_not_timed(kinds_program):
     """perf attaches about 0.2 s after the command starts; the runner holds the command at a gate
     until then. Without it, a script that starts its workers at once (a launcher, the Redis

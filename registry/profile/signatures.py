@@ -80,7 +80,7 @@ def representatives(configs: Sequence[Config]) -> list[Config]:
 
 
 def measure(driver: Driver, config: Config, llc_bytes: int | None,
-            passes: int | None = None) -> dict[str, dict[str, float]]:
+            passes: int | None = None, mix_windows: list | None = None) -> dict[str, dict[str, float]]:
     """Prepare `config` on the driver (its buffers first-touched, its passes set), then run
     WINDOW_REPS repetitions under the trace sampler (and perf, where the node counts, and perf's
     timer samples for the instruction mix, where perf runs): its {source: {metric: value}}. The
@@ -89,7 +89,9 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
     builds the chase's cycle). `passes`: those
     of a REP_S repetition, from the sweep's measurement of the config (`passes_for`); without
     them the driver calibrates, which costs a few short repetitions and overshoots REP_S by up to
-    a fifth (its passes grow by 1.2 x the ratio still missing)."""
+    a fifth (its passes grow by 1.2 x the ratio still missing). `mix_windows`: a perf already
+    samples the driver for several windows (`measure_all`), so none is started here; the window's
+    (config key, start, end) is appended for the caller to take its mix from those samples."""
     # reps=0: prepare (and calibrate, or warm up at a tenth of the given passes: the window times
     # nothing, its repetitions need only the threads started and the data in place) only;
     # verify=0: the sweep verified this config (the chase's walk of its cycle: 1.4 s at 512 MiB)
@@ -107,14 +109,18 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
     thread = threading.Thread(target=sample_until_stopped, daemon=True)
     thread.start()
     counting = perf.watching(driver.proc.pid, INTERVAL_S) if perf.available() else contextlib.nullcontext([])
-    sampling = hotmix.watching(driver.proc.pid, wait=False) if hotmix.available() else contextlib.nullcontext([])
+    own_mix = mix_windows is None and hotmix.available()
+    sampling = hotmix.watching(driver.proc.pid, wait=False) if own_mix else contextlib.nullcontext([])
     try:
         with counting as counter_rows, sampling as mix_samples:
+            opened = time.monotonic()
             driver.more(WINDOW_REPS)
     finally:
         stop.set()
         thread.join()
     end = time.monotonic() - t0
+    if mix_windows is not None:
+        mix_windows.append((config.key, opened, t0 + end))
     # the driver lives on (it is not a zombie whose memory is gone), so this last row keeps its
     # working set, read now whatever the budget says: on a 16-CPU host with a 300 MiB L3 a read of
     # the driver's RSS cost more than a quarter of the window, the budget put the next read past the
@@ -155,12 +161,29 @@ def measure_all(driver: Driver, configs: Sequence[Config], llc_bytes: int | None
     sweep's measurements (a config without: calibrated)."""
     chosen = representatives(configs)
     passes = passes or {}
-    out = {}
     with Driver(driver.binary) as small:
-        for config in [c for c in chosen if not beyond_caches(c)]:
-            out[config.key] = measure(small, config, llc_bytes, passes.get(config.key))
-            advance(config, COST_S)
-    for config in [c for c in chosen if beyond_caches(c)]:
-        out[config.key] = measure(driver, config, llc_bytes, passes.get(config.key))
-        advance(config, COST_S)
+        out = _measured(small, [c for c in chosen if not beyond_caches(c)], llc_bytes, advance, passes)
+    out |= _measured(driver, [c for c in chosen if beyond_caches(c)], llc_bytes, advance, passes)
     return {c.key: out[c.key] for c in chosen}
+
+
+def _measured(driver: Driver, configs: Sequence[Config], llc_bytes: int | None,
+              advance: Callable[[Config, float], None], passes: dict[str, int]) -> dict[str, dict]:
+    """`measure` each of `configs` on `driver` under one perf for all their windows, each window's
+    mix taken from its stretch of the samples. A perf per window took 0.08 s to start and stop,
+    of each of `profile --quick`'s 46 windows, and sampled only the half of the window after it
+    was ready; this one is enabled before the first window opens."""
+    if not configs:
+        return {}
+    windows: list[tuple[str, float, float]] = []
+    sampling = hotmix.watching(driver.proc.pid) if hotmix.available() else contextlib.nullcontext(None)
+    out = {}
+    with sampling as samples:
+        for config in configs:
+            out[config.key] = measure(driver, config, llc_bytes, passes.get(config.key),
+                                      None if samples is None else windows)
+            advance(config, COST_S)
+    for key, start, end in windows:   # the samples arrive once perf has exited
+        if metrics := hotmix.mix(samples, [[start, end]]):
+            out[key]["mix"] = metrics
+    return out
