@@ -128,6 +128,13 @@ GEMM_K = 64         # the rank of gemm's update (UB_GEMM_K, microbench/ub_gemm.c
 GEMM_ALIGN = 64     # N is a multiple of this (UB_GEMM_ALIGN)
 
 
+def sized_per_level(name: str, family: str) -> bool:
+    """Whether a kernel's working sets follow each node's caches (one per cache level and one for
+    memory), so that its configs compare across nodes by level rather than by size: the bandwidth and
+    latency kernels, and gemm, the one compute kernel with a working set."""
+    return family in ("bandwidth", "latency") or name == "gemm"
+
+
 def get(name: str) -> Microbenchmark:
     try:
         return BY_NAME[name]
