@@ -154,16 +154,31 @@ static inline __attribute__((always_inline)) void tile(const double *restrict a,
             *(ub_vd *)(c + r * ldc + v * UB_VLEN) = acc[r][v];
 }
 
+/* Ask for the C tile at c (row stride ldc), to be read and written: the tiles of a panel are rows of
+ * NR columns N doubles apart, which the hardware prefetchers did not follow from one row block to
+ * the next; asked for a tile ahead, C from memory ran 20% faster on one core of this VM (36 to 43
+ * GFLOP/s), 40% on two (65 to 90), with no change in the caches. */
+static inline void prefetch_tile(const double *c, long ldc)
+{
+    for (int r = 0; r < UB_GEMM_MR; r++)
+        for (int j = 0; j < UB_GEMM_NR; j += 64 / (int)sizeof(double))
+            __builtin_prefetch(c + r * ldc + j, 1, 3);
+}
+
 /* One pass over rows [lo, hi) of C: panel by panel of B, so that a panel is read from L2 by every
- * row tile under it; within a panel, tile by tile along MR rows, which reuse their rows of A. */
+ * row tile under it; within a panel, tile by tile along MR rows, which reuse their rows of A, each
+ * tile asking for the one below it. */
 static void update(const double *a, const double *b, double *c, long n, long lo, long hi)
 {
     for (long jb = 0; jb < n; jb += UB_GEMM_NB) {
         const long w = panel_width(n, jb);
         const double *panel = b + jb * UB_GEMM_K;
         for (long i = lo; i < hi; i += UB_GEMM_MR)
-            for (long j = 0; j < w; j += UB_GEMM_NR)
+            for (long j = 0; j < w; j += UB_GEMM_NR) {
+                if (i + UB_GEMM_MR < hi)
+                    prefetch_tile(c + (i + UB_GEMM_MR) * n + jb + j, n);
                 tile(a + i * UB_GEMM_K, panel + j, w, c + i * n + jb + j, n);
+            }
     }
 }
 
