@@ -5,8 +5,8 @@
  * One pass is one rank-K update C[N x N] += A[N x K] * B[K x N] with K = UB_GEMM_K = 64: 2*N*N*K
  * flops for 16*N*N bytes of C read and written, 8 flops per byte of C traffic, so the update stays
  * compute-bound when C is in memory: a core running two AVX-512 FMAs a cycle (32 flops) needs 4
- * bytes a cycle of C, less than one core draws from memory on current servers (this VM's core: 4.8
- * GB/s of C at 38 GFLOP/s, where its triad streams 21 GB/s). N is the driver's `n` (a multiple of
+ * bytes a cycle of C, less than one core draws from memory on current servers (this VM's core: 5.4
+ * GB/s of C at 43 GFLOP/s, where its triad streams 21 GB/s). N is the driver's `n` (a multiple of
  * UB_GEMM_ALIGN).
  *
  * Register blocking: a micro-kernel (tile) keeps a UB_GEMM_MR x UB_GEMM_NV tile of C in vector

@@ -14,7 +14,7 @@ repetition does about a million instructions of kernel work or more (`passes`), 
 valgrind serialises the threads and runs 20-100x slower: a 512 MiB memory config takes about
 8 s, the whole pass 1-2 minutes on a 2-core node. gemm's pass cannot be shortened (it is one whole
 update of C, N^2 x 64 multiply-adds), so only its configs of at most GEMM_MADDS a pass are simulated
-(in practice its L2 point): valgrind took 2 s a pass at N = 832 (L3 here), ~45 s at 4032 (memory),
+(in practice its L2 point): valgrind took 2 s a pass at N = 832 (L3 here), so ~45 s at 4032 (memory),
 six passes a config.
 """
 
