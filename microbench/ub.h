@@ -4,8 +4,9 @@
  * runs each one pinned to the CPUs it is given, times every thread with clock_gettime and prints
  * one JSON line per configuration. The kernels live in ub_stream.c (the thesis family: strided
  * read-reduce over one or two streams), ub_bandwidth.c (STREAM-like, load-only, store-only),
- * ub_latency.c (pointer chase) and ub_compute.c (FP64 vector FMA, scalar FP64, integer, integer
- * with branches, one dependent FP64 chain).
+ * ub_latency.c (pointer chase), ub_compute.c (FP64 vector FMA, scalar FP64, integer, integer
+ * with branches, one dependent FP64 chain) and ub_gemm.c (a register- and cache-blocked FP64
+ * matrix product).
  * Python (registry/microbench/driver.py) speaks this protocol; nothing timed ever runs in Python.
  */
 #ifndef NODEREG_UB_H
@@ -58,7 +59,7 @@ struct ub_config {
     long warmup;            /* > 0: passes of the warm-up repetition that fixed passes run first */
     int ns;                 /* streams (thesis kernels) */
     struct ub_stream s[UB_MAX_STREAMS];
-    long n;                 /* bandwidth kernels: elements per array; chase: lines per thread */
+    long n;                 /* bandwidth kernels: elements per array; chase: lines per thread; gemm: N */
     int nt;                 /* bandwidth kernels: non-temporal stores */
     int line;               /* chase: bytes per element (one cache line) */
     int verify;             /* 0: skip the kernel's verification (the checksum is the threads' own) */
@@ -93,6 +94,7 @@ extern const struct ub_kernel ub_load_kernel, ub_store_kernel;
 extern const struct ub_kernel ub_chase_kernel;
 extern const struct ub_kernel ub_peak_fma_kernel, ub_scalar_fp64_kernel, ub_int_kernel, ub_int_branch_kernel,
     ub_fp_chain_kernel;
+extern const struct ub_kernel ub_gemm_kernel;
 
 /* What the vector FMA kernel compiled to (ub_compute.c), for provenance. */
 const char *ub_fma_kind(void);

@@ -4,6 +4,7 @@
  *   run id=7 kernel=stream op=sum dtype=f64 threads=2 cpus=0,1 reps=5 target=0.003
  *       a.n=4096 a.stride=8 a.access=C a.pattern=seq [b.n=... b.stride=... ...]
  *   run id=8 kernel=triad threads=1 cpus=0 n=1048576 nt=1 reps=5
+ *   run id=9 kernel=gemm threads=2 cpus=0,1 n=1024 reps=5      (n: the matrices' side N)
  *   more reps=3        (more repetitions of the last configuration, same passes)
  *   info               (what the build is: vector width, FMA flavour)
  * Keys: passes=N fixes the passes per repetition (else calibrated so one repetition takes at
@@ -44,7 +45,7 @@
 static const struct ub_kernel *const kernels[] = {
     &ub_stream_kernel, &ub_copy_kernel,  &ub_scale_kernel,    &ub_add_kernel,         &ub_triad_kernel, &ub_load_kernel,
     &ub_store_kernel,  &ub_chase_kernel, &ub_peak_fma_kernel, &ub_scalar_fp64_kernel, &ub_int_kernel,
-    &ub_int_branch_kernel, &ub_fp_chain_kernel,
+    &ub_int_branch_kernel, &ub_fp_chain_kernel, &ub_gemm_kernel,
 };
 
 static struct ub_thread_result results[UB_MAX_THREADS];

@@ -51,6 +51,17 @@ def test_cachegrind_tells_cache_resident_from_memory_resident_configs(binary):
     assert 0.1 < in_memory["accesses_per_inst"] < 2
 
 
+def test_cachegrind_simulates_gemm_only_where_a_pass_takes_seconds(binary):
+    """A pass of gemm cannot be shortened (one whole update of C): at its L2 point (N = 128 here) two
+    passes are simulated in about a second, register tiles with few memory accesses per instruction;
+    its L3 and memory configs, tens of seconds to minutes under valgrind, are left out."""
+    gemm = [Config(ub=catalog.get("gemm"), threads=1, placement="compact", cpus=(CPU,), n=n, level=level)
+            for n, level in ((128, "L2"), (832, "L3"), (4032, "memory"))]
+    got = cachegrind_pass.measure_all(gemm, collect([CPU]))
+    assert list(got) == [gemm[0].key]
+    assert got[gemm[0].key]["instructions"] > 5e5 and got[gemm[0].key]["accesses_per_inst"] < 0.5
+
+
 def test_profile_cachegrind_stores_the_source_for_representatives(cli, db_url, binary):
     res = cli("profile", "n", "--cpus", str(CPU), "--kernels", "peak_fma,scalar_fp64", "--quick", "--reps", "1",
               "--cachegrind")

@@ -160,18 +160,40 @@ def test_each_program_matches_a_reference_of_its_own_kind_by_its_mix(program_arg
     assert nearest[0][0] in KINDS[program_args], (mix, nearest)
 
 
+@pytest.fixture(scope="module")
+def gemm_mix(binary):
+    """The mix of gemm's signature window, at its one-thread L2 size of this VM (N = 128)."""
+    with Driver(binary) as driver:
+        config = Config(ub=catalog.get("gemm"), threads=1, placement="compact", cpus=(CPU,), n=128, level="L2")
+        return signatures.measure(driver, config, None)["mix"]
+
+
 @pytestmark_perf
-def test_a_blocked_matrix_product_is_not_a_stream_by_its_mix(references):
-    """numpy's product reuses each loaded operand (about two FP operations per load, few stores):
-    no reference sits on it. Its mix lies between the streams' and the FP peak's, so the working
-    set (memory-level: its arrays exceed the cache) still pulls it toward the memory kernels, but
-    no longer at similarity 1.00 (docs/match.md, "Features without counters")."""
+def test_gemm_is_a_register_tile_by_its_mix(references, gemm_mix):
+    """gemm keeps a tile of C in registers and loads a vector of B and an element of A per several
+    FMAs (16 FMAs per 8 loads with AVX-512): mostly FP, more FP operations than loads, few stores,
+    unlike the streams (a load or more per FP operation)."""
+    assert gemm_mix["fp_share"] > 2 * references["triad"]["fp_share"]
+    assert gemm_mix["fp_per_load"] >= 0 > references["triad"]["fp_per_load"]
+    assert gemm_mix["store_share"] < references["triad"]["store_share"] / 3
+
+
+@pytestmark_perf
+def test_a_blocked_matrix_product_is_not_a_stream_by_its_mix(references, gemm_mix):
+    """numpy's product reuses each loaded operand (about two FP operations per load, few stores): of
+    the other references none sits on it. Its mix lies between the streams' and the FP peak's, so
+    without gemm the working set (memory-level: its arrays exceed the cache) pulled it toward the
+    memory kernels (docs/match.md, "Features without counters"); gemm, the reference of its kind,
+    is nearest it by the mix alone."""
     mix = _sampled_mix([sys.executable, "-c", MATMUL])
     assert references["triad"]["fp_per_load"] < references["load"]["fp_per_load"] < mix["fp_per_load"] \
         < references["peak_fma"]["fp_per_load"]
     assert mix["store_share"] < references["triad"]["store_share"] / 3
-    nearest = _model(references).nearest(Query("matmul", {f"mix.{m}": v for m, v in mix.items()}, 1.0), 1)
-    assert nearest[0][1] > 0.3, nearest    # standardised RMS units: far from every reference
+    query = Query("matmul", {f"mix.{m}": v for m, v in mix.items()}, 1.0)
+    nearest = _model(references).nearest(query, 1)
+    assert nearest[0][1] > 0.3, nearest    # standardised RMS units: far from every other reference
+    nearest = _model({**references, "gemm": gemm_mix}).nearest(query, 2)
+    assert nearest[0][0] == "gemm", (mix, gemm_mix, nearest)
 
 
 @pytestmark_perf

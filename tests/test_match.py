@@ -23,9 +23,10 @@ from registry.db import migrate, migrations, open_registry
 from registry.errors import UserError
 from registry.match import project as project_module
 from registry.match import references
-from registry.db.write import insert_rows, new_uid
+from registry.db.write import insert_returning, insert_rows, new_uid
 from registry.models.similarity import WEIGHTS_VERSION
 from registry.nodes import ensure_node
+from registry.profile.vectors import store_vectors
 from registry.trace import store
 from registry.trace.lookup import find_trace
 from registry.io.tracefile import write_trace
@@ -116,6 +117,48 @@ def test_only_configs_signed_on_the_base_are_references(db_url, registry):
     assert sorted(refs.feature_matrix.rows) == ["load|L2", "peak_fma|{}", "triad|memory"]
     assert "triad|memory|nt" in profiles.key_names.tolist()
     assert not np.isnan(refs.feature_matrix.values).all(axis=1).any()
+
+
+def _gemm_profile(conn, node: str, n: int, gflops: float) -> int:
+    """A profile of `node` with one gemm run at its memory point, N = `n` (as `nodereg profile` stores
+    it: bytes and flops, no bandwidth figure, the level in the streams signature); its profile_id."""
+    node_id = ensure_node(conn, node, fake_inventory())
+    prof = insert_returning(conn, "profiles", {"uid": new_uid(), "node_id": node_id, "mode": "test",
+                                               "started_at": datetime.now(), "status": "complete"}, "profile_id")
+    ub_id = conn.exec_driver_sql("SELECT ub_id FROM microbenchmarks WHERE name = 'gemm'").scalar() or \
+        insert_returning(conn, "microbenchmarks", {"name": "gemm", "family": "compute", "n_streams": 0}, "ub_id")
+    cid = insert_returning(conn, "ub_configs", {"ub_id": ub_id, "config_key": json.dumps({"ub": "gemm", "n": n}),
+                                                "threads": 1, "placement": "compact",
+                                                "params_json": json.dumps({"n": n})}, "config_id")
+    flops = 2 * n * n * 64
+    run = insert_returning(conn, "profile_runs", {
+        "profile_id": prof, "config_id": cid, "reps": 3, "unstable": False, "flops_per_rep": flops,
+        "bytes_per_rep": 16 * n * (n + 64), "median_s": flops / (gflops * 1e9), "gflops": gflops}, "run_id")
+    insert_rows(conn, "signatures", [{"owner_kind": "profile_run", "owner_id": run, "source": "streams",
+                                      "metric": "ws_level", "value": 0.0}])
+    return prof
+
+
+def test_gemm_is_one_reference_per_level_whatever_each_nodes_n(db_url):
+    """gemm's N follows each node's caches (here 1984 and 4032 at the memory point), so its configs are
+    one reference per level, as the memory kernels' are, and its throughput is its flops per second,
+    not the bytes it counts too (8 (N + K) / (N K) bytes per flop: another ratio at each N), whether
+    read from the runs or from the packed profiles."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        ids = [_gemm_profile(conn, node, n, gflops) for node, n, gflops in (("b", 1984, 40.0), ("fast", 4032, 80.0))]
+
+    def read() -> dict:
+        with reg.connect() as conn:
+            p = references.load_profiles(conn, "b")
+        assert p.key_names[p.key].tolist() == ["gemm|memory"] * 2
+        return dict(zip(p.node_names[p.node].tolist(), p.throughput.tolist()))
+
+    assert read() == pytest.approx({"b": 40e9, "fast": 80e9})
+    with reg.begin() as conn:
+        assert store_vectors(conn, ids) == 2
+    assert read() == pytest.approx({"b": 40e9, "fast": 80e9})
+    reg.close()
 
 
 def test_one_thread_runs_of_one_machine_are_pooled(db_url, registry):

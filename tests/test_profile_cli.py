@@ -14,6 +14,9 @@ from conftest import assert_one_line_error, both_backends
 
 from registry.db import open_registry
 from registry.profile import catalog, profiler
+from registry.profile.runner import Measurement
+from registry.profile.summary import summarize
+from registry.profile.sweep import Config
 
 CPUS = sorted(os.sched_getaffinity(0))
 FAST = ("--quick", "--reps", "2")
@@ -88,6 +91,17 @@ def test_cpus_restricts_the_cpus_actually_used(binary):
     assert prep.inventory.cpus == [cpu] and prep.plan.threads == [1]
     record = profiler.measure(opts, prep)
     assert record.measurements and all(m.cpus_used == (cpu,) for m in record.measurements)
+
+
+def test_the_gemm_figure_is_its_memory_points():
+    """The summary's fp64_gemm_gflops is gemm with C beyond the caches (the matrix product that
+    compute-bound applications run), not its best level: gemm's L2 config, faster, is left out."""
+    def measured(level: str, n: int, seconds: float) -> Measurement:
+        config = Config(catalog.get("gemm"), 1, "compact", (0,), n=n, level=level, ws_level=level)
+        return Measurement(config, [seconds] * 3, 1, 1, 0.0, 0.0, 2e9, (0,), False)
+
+    got = summarize([measured("L2", 128, 0.04), measured("memory", 4032, 0.05)])["compute"]
+    assert got == {"fp64_gemm_gflops": {"1": 40.0}}
 
 
 @both_backends

@@ -1,5 +1,6 @@
 """Sweep planning follows the node's caches, topology and the user's filters (fake inventories)."""
 
+import json
 import math
 
 import pytest
@@ -115,6 +116,27 @@ def test_quick_plan_has_the_dependent_chain_wherever_the_other_compute_kernels_a
     assert threads("fp_chain", plan.configs) == threads("scalar_fp64", plan.configs) == plan.threads
     signed = signatures.representatives(plan.configs)
     assert threads("fp_chain", signed) == threads("scalar_fp64", signed) == plan.threads
+
+
+def test_gemm_runs_from_l2_to_memory_with_its_side_from_each_level_point():
+    """gemm, the compute kernel with a working set, runs at every level point but L1 (N would be
+    about 15) at every thread count of the quick sweep, its N the multiple of 64 whose C, A and B
+    (8 N (N + 2K) bytes) come nearest the point and still fit its level; its memory point is 4x the
+    last-level cache. Each level's config is its own (N is in the key) and signed."""
+    inv, topo = fake_inventory(), flat_topology()
+    plan = sweep.plan(inv, topo, "quick")
+    gemm = [c for c in plan.configs if c.ub.name == "gemm"]
+    assert {(c.threads, c.level) for c in gemm} == {(t, lvl) for t in plan.threads for lvl in ("L2", "L3", "memory")}
+    for c in gemm:
+        point = sweep.level_points(inv, topo, c.cpus)[c.level] if c.level != "memory" else 4 * 8 * MB
+        assert c.n % 64 == 0 and c.ws_bytes == 8 * c.n * (c.n + 2 * 64)
+        assert abs(c.n - (math.sqrt(64**2 + point / 8) - 64)) <= 32, (c.level, c.n, point)
+        assert c.ws_level == c.level == sweep.level_of(inv, topo, c.cpus, c.ws_bytes)
+        assert c.driver_args() == {"kernel": "gemm", "threads": c.threads, "cpus": c.cpus, "n": c.n}
+        assert json.loads(c.key)["n"] == c.n and c.params() == {"n": c.n}
+    assert [c.n for c in gemm if c.threads == 1] == [64, 448, 1984]     # 96 KiB, 1.97 MiB, 32 MiB
+    signed = signatures.representatives(plan.configs)
+    assert {(c.threads, c.level) for c in signed if c.ub.name == "gemm"} == {(c.threads, c.level) for c in gemm}
 
 
 def test_memory_level_writers_run_with_both_store_kinds_and_sign_with_ordinary_stores():

@@ -19,7 +19,7 @@ from test_report_fixtures import NODES, SynthNode, add_predictions, add_trace, b
 from registry.db import open_registry
 from registry.nodes import ensure_node
 from registry.report import curves
-from registry.report.load import node_profile, resolve_trace
+from registry.report.load import NodeProfile, node_profile, resolve_trace
 from registry.report.match import latest_predictions, measured
 from registry.report.trace import phase_matches
 from registry.io.tracefile import Phase, Trace, write_trace
@@ -313,3 +313,15 @@ def test_levels_without_a_cache_inventory_use_the_largest_working_set():
                       "unstable": [False] * 3})
     assert [(lv.label, lv.value) for lv in curves.level_figures({"triad": c}, [], 1)] == [("memory", 12.0)]
     assert curves.cache_marks([], 4) == []
+
+
+def test_compute_scaling_reads_gemm_at_its_largest_working_set():
+    """gemm runs at several working sets per thread count: its thread scaling is read at the largest
+    (memory), as the bandwidth kernels' is; the other compute kernels have none (0, or NULL where
+    imported) and keep every run."""
+    rows = pd.DataFrame({"ub": ["gemm"] * 4 + ["peak_fma"] * 2, "family": "compute", "threads": [1, 1, 2, 2, 1, 2],
+                         "placement": "compact", "ws_bytes": [2.0**18, 2.0**27, 2.0**19, 2.0**27, 0.0, None],
+                         "stride_bytes": None, "gflops": [50.0, 40.0, 100.0, 78.0, 45.0, 90.0], "unstable": False})
+    prof = NodeProfile("n", {}, {}, [], rows)
+    got = {k: c["value"].tolist() for (k, _), c in curves.scaling(prof, "compute", "gflops").items()}
+    assert got == {"gemm": [40.0, 78.0], "peak_fma": [45.0, 90.0]}

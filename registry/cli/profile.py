@@ -194,7 +194,7 @@ def profile(
     signed = signatures.representatives(configs)
     total = sum(estimate_s(c, prep.policy) for c in configs) + len(signed) * signatures.COST_S
     if cachegrind:
-        total += sum(cachegrind_pass.estimate_s(c) for c in signed)
+        total += sum(cachegrind_pass.estimate_s(c) for c in signed if cachegrind_pass.affordable(c))
     columns = (SpinnerColumn(), text_column("{task.description}"), BarColumn(), TaskProgressColumn(),
                text_column("{task.fields[done]}/{task.fields[count]} configurations"), TimeElapsedColumn(),
                text_column("ETA"),

@@ -29,6 +29,7 @@ from registry.errors import UserError
 from registry.fleet import FABRIC_PREFIX
 from registry.models.base import Matrix, ReferenceSet
 from registry.profile import vectors
+from registry.profile.catalog import sized_per_level
 from registry.values import command_line
 
 if TYPE_CHECKING:
@@ -168,13 +169,14 @@ class Profiles:
 
 def _family_key(ub: str, family: str, ws_level: int, params_json: str | None, config_key: str = "",
                 suite: str | None = None) -> str:
-    """What a config *is*, whatever its thread count: memory kernels by cache level (their sizes
-    follow each node's caches) and, for writers, the store kind ('triad|memory|nt': non-temporal
-    stores, which scale differently from ordinary ones); the rest by their parameters. An imported
-    suite's config is its key without the thread part ('sparecores:openssl:sha256:16384')."""
+    """What a config *is*, whatever its thread count: memory kernels and gemm by cache level (their
+    sizes follow each node's caches: catalog.sized_per_level) and, for writers, the store kind
+    ('triad|memory|nt': non-temporal stores, which scale differently from ordinary ones); the rest by
+    their parameters. An imported suite's config is its key without the thread part
+    ('sparecores:openssl:sha256:16384')."""
     if suite not in (None, "nodereg"):
         return re.sub(r":(1t|all)$", "", config_key)
-    if family in ("bandwidth", "latency") and ws_level >= 0:
+    if sized_per_level(ub, family) and ws_level >= 0:
         nt = family == "bandwidth" and bool(json.loads(params_json or "{}").get("nt"))
         return f"{ub}|{'memory' if ws_level == 0 else f'L{ws_level}'}{'|nt' if nt else ''}"
     return f"{ub}|{params_json or '{}'}"

@@ -17,7 +17,8 @@ from pathlib import Path
 from registry.errors import UserError
 from registry.microbench.build import compile_c, compiler, source, valgrind_flags
 
-SOURCES = ("ub_driver.c", "ub_stream.c", "ub_bandwidth.c", "ub_latency.c", "ub_compute.c", "ub_memory.c")
+SOURCES = ("ub_driver.c", "ub_stream.c", "ub_bandwidth.c", "ub_latency.c", "ub_compute.c", "ub_gemm.c",
+           "ub_memory.c")
 HEADERS = ("ub.h", "ub_stream_loop.h")
 BINARY = "nodereg-ub"
 

@@ -98,6 +98,9 @@ COMPUTE = (
     Microbenchmark("fp_chain", "compute", "fp_chain",
                    "one dependent FP64 chain per thread (an FMA, then a divide): latency-bound, as random-number "
                    "and transcendental code is, so a core's second hardware thread doubles it"),
+    Microbenchmark("gemm", "compute", "gemm",
+                   "register- and cache-blocked FP64 matrix product: the rank-64 update C += A*B of N x N, at one "
+                   "working set per cache level and memory (n: N); compute-bound wherever C lies, as blocked BLAS is"),
 )
 
 # The node-local communication profile (docs/mpi.md), after the Intel MPI Benchmarks. Each stores
@@ -121,6 +124,15 @@ ALL = THESIS + BANDWIDTH + LATENCY + COMPUTE + MPI
 BY_NAME = {ub.name: ub for ub in ALL}
 WRITERS = frozenset({"copy", "scale", "add", "triad", "store"})   # kernels that store (non-temporal at memory)
 ARRAYS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "load": 1, "store": 1}  # arrays each bandwidth kernel touches
+GEMM_K = 64         # the rank of gemm's update (UB_GEMM_K, microbench/ub_gemm.c)
+GEMM_ALIGN = 64     # N is a multiple of this (UB_GEMM_ALIGN)
+
+
+def sized_per_level(name: str, family: str) -> bool:
+    """Whether a kernel's working sets follow each node's caches (one per cache level and one for
+    memory), so that its configs compare across nodes by level rather than by size: the bandwidth and
+    latency kernels, and gemm, the one compute kernel with a working set."""
+    return family in ("bandwidth", "latency") or name == "gemm"
 
 
 def get(name: str) -> Microbenchmark:

@@ -18,7 +18,9 @@ writes tells apart), the pointer chase, the vector and scalar FP64 kernels, the 
 multiply-add chains and the branchy integer hash (so that integer phases have references of
 their own kind, not only FP and memory kernels), the one dependent FP64 chain (fp_chain: the
 reference whose rate a core's second hardware thread doubles, as it doubles latency-bound phases
-such as NPB EP's), and the thesis's mbw1c. The other configs are not references for `nodereg
+such as NPB EP's), the blocked matrix product (gemm, at each of its levels: compute-bound work
+on a working set from the caches to memory, as blocked BLAS does, which otherwise matched the
+memory streams), and the thesis's mbw1c. The other configs are not references for `nodereg
 match` (they stay in the profile for everything else).
 
 A window holds only repetitions of the config's kernel: the driver prepares the config (first touch
@@ -62,7 +64,7 @@ WARMUP_SHARE = 10   # the warm-up before a window at the sweep's passes: a tenth
 
 
 SIGNED_KERNELS = frozenset({"triad", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops", "int_branch",
-                            "fp_chain", "mbw1c"})
+                            "fp_chain", "gemm", "mbw1c"})
 
 
 def representatives(configs: Sequence[Config]) -> list[Config]:

@@ -1,7 +1,8 @@
 """The headline figures of a profile: bandwidth per memory level, latency per level, FP peak,
 thread scaling and the MPI kernels' latency and bandwidth (printed by `nodereg profile` as tables, or as JSON with `--json`).
 
-Figures come from the configurations measured at each level's point (see sweep.level_points);
+Figures come from the configurations measured at each level's point (see sweep.level_points; the
+compute figures of gemm, which runs at several, from its memory point);
 where two placements measured the same thread count, the better one is reported. Mappings keyed
 by thread count use the count as a string (JSON object keys).
 """
@@ -14,7 +15,8 @@ from registry.profile.runner import Measurement
 LEVEL_ORDER = ("L1", "L2", "L3", "L4", "memory")
 COMPUTE = {"peak_fma": "fp64_peak_gflops", "scalar_fp64": "fp64_scalar_gflops", "int_ops": "int_giops",
            "int_branch": "int_branch_gbps",   # int_branch: giga bytes hashed per second
-           "fp_chain": "fp64_chain_gflops"}
+           "fp_chain": "fp64_chain_gflops",
+           "gemm": "fp64_gemm_gflops"}       # gemm: at its memory point (C beyond the caches)
 
 
 def _best(values: dict, key, value: float | None) -> None:
@@ -76,7 +78,7 @@ def summarize(measurements: Sequence[Measurement]) -> dict:
         c = m.config
         if c.ub.family == "bandwidth" and c.level:
             _best(bandwidth[c.ub.name][c.level], c.threads, m.bandwidth_gbs)
-        elif c.ub.family == "compute":
+        elif c.ub.family == "compute" and c.level in (None, "memory"):
             _best(compute[c.ub.name], c.threads, m.gflops)
         elif (c.ub.family == "latency" and c.level and m.latency_ns is not None
               and m.latency_ns < latency[c.level].get(c.threads, float("inf"))):

@@ -8,7 +8,8 @@ square root of two in --full), so nodes with different caches still share most c
 cache size where the grid has none within 15%. Bandwidth and latency kernels also run at one
 working set per level: half of L1, the geometric middle of each later level, and 4x the
 last-level cache for memory; private levels count once per core used, the last level once per
-domain used.
+domain used. gemm, the compute kernel with a working set, runs at the same points from L2 out (its
+memory point: 4x the last-level cache), its matrices' side N chosen for each (`gemm_configs`).
 """
 
 import json
@@ -59,7 +60,7 @@ class Config:
     placement: str
     cpus: tuple[int, ...]
     streams: tuple[Stream, ...] = ()
-    n: int | None = None         # bandwidth: elements per array; chase: lines per thread
+    n: int | None = None         # bandwidth: elements per array; chase: lines per thread; gemm: N
     nt: bool = False             # bandwidth: non-temporal stores
     line: int | None = None      # chase: bytes per element
     # not identity: the level a level-point size was chosen for, and the level the working set fits
@@ -83,6 +84,8 @@ class Config:
             grid = {"n": self.n, "msgs": self.msgs, "ops": self.ops} if self.ub.name == "jacobi" else {}
             return {"bytes": self.msg_bytes, "ranks": self.threads, **({"nodes": self.nodes} if self.nodes else {}),
                     **grid}
+        if self.ub.name == "gemm":
+            return {"n": self.n}
         return {}
 
     @property
@@ -105,12 +108,15 @@ class Config:
                     + max(self.msgs - 2, 1) * self.msg_bytes) * self.threads
         if self.ub.family == "mpi":
             return 3 * self.msg_bytes * self.threads   # each rank's send and two receive buffers
+        if self.ub.name == "gemm":     # C (N x N), A (N x K) and B (K x N)
+            return 8 * self.n * (self.n + 2 * catalog.GEMM_K)
         return 0
 
     def descriptors(self) -> tuple[Stream, ...]:
         """The streams this configuration makes, by construction: a thesis kernel's own; for a
         bandwidth kernel each array, split between the threads (so private, n/threads elements
-        each); for the chase its chain of pointers in random order; none for compute kernels."""
+        each); for the chase its chain of pointers in random order; none for compute kernels (gemm's
+        tiles of three matrices are not the read-reduce streams of the thesis's model)."""
         family = self.ub.family
         if family == "thesis":
             return self.streams
@@ -132,6 +138,8 @@ class Config:
             args.update(n=self.n, nt=int(self.nt))
         elif self.ub.family == "latency":
             args.update(n=self.n, line=self.line)
+        elif self.ub.name == "gemm":
+            args.update(n=self.n)
         return args
 
 
@@ -178,7 +186,8 @@ JACOBI_SWEEP = {"quick": ((128, 512), (1, 16), (2, 8), (1,)),
                 "default": ((128, 256, 1024), (1, 4, 16), (2, 8), (1, 16)),
                 "full": ((128, 256, 512, 1024, 2048), (1, 4, 16, 64), (2, 4, 8), (1, 16))}
 QUICK_KERNELS = ("mbw1c", "mbw1p", "copy", "scale", "add", "triad", "load", "store", "chase", "peak_fma",
-                 "scalar_fp64", "int_ops", "int_branch", "fp_chain")
+                 "scalar_fp64", "int_ops", "int_branch", "fp_chain", "gemm")
+GEMM_MEMORY_LLCS = 4                # gemm's memory point, in last-level caches (in use)
 
 
 def data_caches(inv: Inventory) -> list[Cache]:
@@ -210,6 +219,12 @@ def level_points(inv: Inventory, topology: Sequence[Cpu], cpus: Sequence[int]) -
             points[f"L{cache.level}"] = int(math.sqrt(prev * size))
     points["memory"] = max(4 * agg[-1], MEMORY_POINT_MIN)
     return points
+
+
+def llc_capacity(inv: Inventory, topology: Sequence[Cpu], cpus: Sequence[int]) -> int:
+    """Bytes of last-level cache that threads on `cpus` have (once per domain in use)."""
+    llc = data_caches(inv)[-1]
+    return llc.size_bytes * _instances_used(llc, True, cpus, topology, inv.threads_per_core)
 
 
 def level_of(inv: Inventory, topology: Sequence[Cpu], cpus: Sequence[int], ws_bytes: int) -> str:
@@ -400,11 +415,10 @@ def _configs_for(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ..
         if s.bandwidth_grid:
             sizes += [(None, f * t) for f in grid]
         arrays = catalog.ARRAYS[ub.name]
-        llc = data_caches(inv)[-1]
+        llc = llc_capacity(inv, topology, cpus)
         for lvl, ws in sizes:
             n = _elems(ws / arrays, 8, 64 * t)
-            beyond_llc = n * 8 * arrays > llc.size_bytes * _instances_used(llc, True, cpus, topology,
-                                                                         inv.threads_per_core)
+            beyond_llc = n * 8 * arrays > llc
             # Beyond the last-level cache a writer runs with both store kinds: non-temporal stores
             # reach the memory's bandwidth (the headline figure); ordinary stores, which also read
             # every line they write, are what compiled loops do, and scale differently with threads.
@@ -421,6 +435,32 @@ def _configs_for(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ..
             n = max(16, per // line)
             out.append(Config(ub, t, placement, cpus, n=n, line=line, level=lvl,
                               ws_level=level_of(inv, topology, cpus, n * line * t)))
+    elif ub.name == "gemm":
+        out += gemm_configs(ub, t, placement, cpus, points, inv, topology)
     else:
         out.append(Config(ub, t, placement, cpus))
+    return out
+
+
+def gemm_side(ws_bytes: float) -> int:
+    """gemm's N for a total working set (C, A and B: 8 N (N + 2K) bytes), the nearest multiple of
+    catalog.GEMM_ALIGN."""
+    k, align = catalog.GEMM_K, catalog.GEMM_ALIGN
+    return max(align, round((math.sqrt(k * k + ws_bytes / 8) - k) / align) * align)
+
+
+def gemm_configs(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ...], points: dict[str, int],
+                 inv: Inventory, topology: Sequence[Cpu]) -> list[Config]:
+    """gemm at each level point but the innermost (L1: N would be about 15, too small a product to
+    block, and every thread reads all of B) whose N, once rounded, still fits that level. Its memory
+    point is GEMM_MEMORY_LLCS x the last-level cache in use, not the bandwidth kernels' (at least
+    MEMORY_POINT_MIN, 512 MiB): compute-bound, gemm only needs C beyond the caches, and a pass at
+    512 MiB (N = 8128) does 4x the flops of one at 128 MiB, about 0.2 s on one core of this VM
+    against 0.05 s, so that its repetitions and signature window alone would take seconds."""
+    sizes = {**points, "memory": GEMM_MEMORY_LLCS * llc_capacity(inv, topology, cpus)}
+    out = []
+    for lvl, ws in list(sizes.items())[1:]:
+        c = Config(ub, t, placement, cpus, n=gemm_side(ws), level=lvl)
+        if level_of(inv, topology, cpus, c.ws_bytes) == lvl:
+            out.append(replace(c, ws_level=lvl))
     return out

@@ -46,8 +46,11 @@ _LEVEL = {"duckdb": ("(SELECT lv.value FROM signatures lv WHERE lv.owner_kind = 
           "postgresql": ("lv.value", "\n    LEFT JOIN signatures lv ON lv.owner_kind = 'profile_run' AND "
                          "lv.owner_id = r.run_id AND lv.source = 'streams' AND lv.metric = 'ws_level'")}
 # throughput: bytes, else flops, else chains, else iterations x threads per second; an imported
-# suite's 1 / median_s (registry.match.references)
+# suite's 1 / median_s (registry.match.references). A compute kernel's is its flops even where it
+# counts bytes too (gemm, no bandwidth figure): its N follows each node's caches, and bytes per
+# flop, 8 (N + K) / (N K), differ between two nodes' Ns of one level (1.3x between N = 128 and 512)
 THROUGHPUT = """CASE WHEN r.value IS NOT NULL     THEN 1.0 / NULLIF(r.median_s, 0)
+                WHEN r.flops_per_rep > 0 AND r.bandwidth_gbs IS NULL THEN r.flops_per_rep / NULLIF(r.median_s, 0)
                 WHEN r.bytes_per_rep > 0 THEN r.bytes_per_rep / NULLIF(r.median_s, 0)
                 WHEN r.flops_per_rep > 0 THEN r.flops_per_rep / NULLIF(r.median_s, 0)
                 WHEN r.latency_ns > 0    THEN c.threads / r.latency_ns

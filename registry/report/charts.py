@@ -43,7 +43,8 @@ STYLE = {
 }
 
 # the same kernel keeps its colour in every chart of every report
-_KERNEL_ORDER = ("triad", "copy", "scale", "add", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops", "int_branch")
+_KERNEL_ORDER = ("triad", "copy", "scale", "add", "load", "store", "chase", "peak_fma", "scalar_fp64", "int_ops",
+                 "int_branch", "gemm")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
 

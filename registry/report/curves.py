@@ -80,16 +80,17 @@ def latency_curves(prof: NodeProfile) -> tuple[int | None, dict[str, pd.DataFram
 
 
 def scaling(prof: NodeProfile, family: str, metric: str) -> dict[tuple[str, str], pd.DataFrame]:
-    """(kernel, placement) -> value by thread count; bandwidth at each sweep's largest working set."""
+    """(kernel, placement) -> value by thread count; bandwidth, and gemm (the compute kernel with a
+    working set), at each sweep's largest working set."""
     rows = prof.family(family)
     rows = rows[rows[metric].notna()]
     if rows.empty:
         return {}
     min_stride = rows.groupby("ub")["stride_bytes"].transform("min")
     rows = rows[min_stride.isna() | (rows["stride_bytes"] == min_stride)]
-    if family == "bandwidth":
-        largest = rows.groupby(["ub", "placement", "threads"])["ws_bytes"].transform("max")
-        rows = rows[rows["ws_bytes"] == largest]
+    if family in ("bandwidth", "compute"):
+        ws = rows["ws_bytes"].fillna(0)     # the other compute kernels have none (0, or NULL if imported)
+        rows = rows[ws == ws.groupby([rows["ub"], rows["placement"], rows["threads"]]).transform("max")]
     out = {}
     for (kernel, placement), grp in rows.groupby(["ub", "placement"]):
         c = curve(grp, metric, x="threads")
