@@ -156,11 +156,11 @@ class _StreamingProcess:
 
 
 def test_an_expensive_working_set_read_covers_a_configs_window_not_the_gap_since_the_last(monkeypatch):
-    """Issue 28: a phase's working set was read over the seconds between two budgeted reads (1.7 s
-    here: a read costs 25 ms, the budget 3%), a memory-resident config's over its 0.3 s window, so a
-    phase streaming through fresh memory looked several times larger than over a config's window.
-    Now the referenced bits are cleared a window before the due read: every read covers 0.3 s, and
-    the reads and clears together keep to the budget."""
+    """Issue 28: a phase's working set was read over the gap between two budgeted reads (0.83 s
+    here: a read costs 25 ms, the budget 3%; 83 MB of this stream), a memory-resident config's over
+    its 0.3 s window, so a phase streaming through fresh memory looked several times larger than
+    over a config's window. Now the referenced bits are cleared a window before the due read: every
+    read covers 0.3 s (30 MB), and the reads and clears together keep to the budget."""
     from registry.measure import sampler as sampler_module
     from registry.profile import signatures
 
