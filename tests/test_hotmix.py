@@ -4,10 +4,12 @@ instruction mix of the loop they land in, tell kinds of work apart on a node wit
 load, the triad and `mbw1c` at similarity 1.00: only the working set told kernels apart, and the
 product's arrays exceed the last-level cache."""
 
+import contextlib
 import functools
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -230,3 +232,25 @@ def test_children_started_at_once_are_sampled_and_the_wait_is_not_timed(kinds_pr
     assert mix and mix["fp_share"] > 0.5, (len(samples), mix)
     timed = runner.run(["sleep", "0.5"], wss=False, attach=functools.partial(hotmix.watching, into=[]))
     assert 0.5 <= timed.wall_s < 0.62, timed.wall_s
+
+
+def test_the_run_starts_before_the_gated_command_whatever_the_tracer_waits(monkeypatch, tmp_path):
+    """The run's clock starts just before the gate's line is written. Taken after it, a tracer that
+    lost its CPU in between (here: 0.2 s, injected after the write) started the clock after the
+    command had begun: a 1-ms OpenMP program's region then began 3.6 ms before the run and weighed
+    4.8 runs, and its trace file could not be read back (the fresh-clone CI of stop 18)."""
+    real_write = runner.os.write
+
+    def slow_write(fd, data):
+        written = real_write(fd, data)
+        if data == b"\n":
+            time.sleep(0.2)
+        return written
+
+    monkeypatch.setattr(runner.os, "write", slow_write)
+    printed = tmp_path / "started"
+    with open(printed, "w") as out:
+        result = runner.run([sys.executable, "-S", "-c", "import time; print(repr(time.monotonic()))"],
+                            wss=False, stdout=out.fileno(), attach=lambda pid: contextlib.nullcontext())
+    assert result.status == "ok"
+    assert result.t0_monotonic <= float(printed.read_text())

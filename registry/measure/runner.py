@@ -250,9 +250,13 @@ def pinned(cpus):
 GATE = 'read _ < "$0"; exec "$@"'    # sh -c GATE FIFO ARGV...: wait for a line on FIFO, then become ARGV
 
 
-def _open_gate(gate: Path, pidfd: int) -> None:
+def _open_gate(gate: Path, pidfd: int) -> float:
     """Let the gated command exec: a line on its FIFO once it has opened it (at its start), unless
-    it has exited before (the pidfd is readable)."""
+    it has exited before (the pidfd is readable). Returns the monotonic time just before the line
+    was written: the run's start, which nothing of the command can precede. Taken after the write,
+    it came after the command had begun whenever this process lost its CPU in between (a loaded
+    2-CPU host: an OpenMP region of a 1-ms program started 3.6 ms before it, and its phase weighed
+    4.8 runs, which the trace file's reader refuses)."""
     while not select.select([pidfd], [], [], 0)[0]:
         try:
             fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
@@ -262,10 +266,12 @@ def _open_gate(gate: Path, pidfd: int) -> None:
             time.sleep(0.001)
             continue
         try:
+            start = time.monotonic()
             os.write(fd, b"\n")
         finally:
             os.close(fd)
-        return
+        return start
+    return time.monotonic()
 
 
 def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, attach, gate) -> RunResult:
@@ -293,8 +299,7 @@ def _run(argv, fifo, interval_s, timeout_s, cpus, env, wss, watchdog, stdout, at
     try:
         if attach:
             observers.enter_context(attach(proc.pid))
-            _open_gate(gate, pidfd)
-            t0 = reader.t0 = time.monotonic()
+            t0 = reader.t0 = _open_gate(gate, pidfd)
         sampler.prime(0.0)
         watchdog.tell(sampler.pids_seen)
         next_tick = t0 + interval_s
