@@ -236,15 +236,18 @@ JOIN profiles p ON p.profile_id = r.profile_id JOIN nodes n ON n.node_id = p.nod
 FULL_SHARE = 0.9
 
 
-def full_suite_nodes(conn: sa.Connection, node: str) -> set[str]:
-    """The imported nodes that measured at least FULL_SHARE of the configs this machine measured: on
-    them every phase is projected from the same references as on the same-CPU type (a node without
-    Spare Cores' 85-stressor task or membench falls back to the few configs it has)."""
+def suite_coverage(conn: sa.Connection, node: str) -> tuple[set[str], set[str]]:
+    """The imported nodes that measured at least FULL_SHARE of the configs this machine measured, and
+    the others. On the first every phase is projected from the same references as on the same-CPU
+    type; the others (without Spare Cores' 85-stressor task or membench) fall back to the few
+    configs they have, and their intervals are scored apart: a blend of the two sets hid that the
+    first's were far too wide and the others' too narrow."""
     keys: dict[str, set[str]] = {}
     for name, key in conn.execute(sa.text(_KEYS)):
         keys.setdefault(name, set()).add(key)
     mine = keys.get(node, set())
-    return {n for n, k in keys.items() if n != node and len(k & mine) >= FULL_SHARE * len(mine)}
+    full = {n for n, k in keys.items() if n != node and len(k & mine) >= FULL_SHARE * len(mine)}
+    return full, set(keys) - full - {node}
 
 
 def without_source(trace_file: Path, source: str) -> Path:
@@ -342,11 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         alike = _read(args.db, lambda reg: like(reg, args.node, "sparecores", 500), whole=True)
-        full = _read(args.db, lambda conn: full_suite_nodes(conn, args.node))
+        full, partial = _read(args.db, lambda conn: suite_coverage(conn, args.node))
     except UserError as exc:   # a one-line reason (no import, no suite profile here)
         console.print(f"error: {exc}")
         return 1
-    sets = {"all": None, "full suite": full}
+    sets = {"all": None, "full suite": full, "partial suite": partial}
     same = {name: args.same or next((r["node"] for r in alike["like"] if among is None or r["node"] in among), "")
             for name, among in sets.items()}
     console.print(f"{args.node} ({alike['cpu_family']}, {alike['n_cpus']} CPUs); same-CPU type: "
