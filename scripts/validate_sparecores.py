@@ -24,6 +24,14 @@ For each program: the median |error| of the predicted ratio to the same-CPU type
 measured one over the imported nodes that measured the app, the Spearman correlation of predicted
 and measured times over them; then the medians over programs (the targets: error <= 15%,
 Spearman >= 0.9).
+
+Then the intervals' calibration (registry.models.intervals, per interval group of `match`): each
+checked prediction's conformal score against the model's own interval (the scale `match` applied
+divided out), and, held out by program family (a family's programs - gzip's six, redis' four - are
+scored with the scale the other families' scores give), the share of outcomes inside the 80%
+interval. `--calibration-out FILE` writes the scales of all programs' scores in the form of
+registry/match/interval_calibration.json, the calibration nodereg ships for the groups a registry
+has not checked enough predictions of.
 """
 
 from __future__ import annotations
@@ -31,13 +39,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
+import re
 import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +59,9 @@ from rich.console import Console
 from rich.table import Table
 from scipy.stats import spearmanr
 
+from registry import __version__
 from registry.db.engine import open_registry
+from registry.models import intervals
 from registry.errors import UserError
 from registry.like import like
 
@@ -216,6 +229,55 @@ def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: se
     return out
 
 
+def scores(doc: dict, meas: dict[str, float], same: dict[str, str]) -> dict[str, list[float]]:
+    """Per interval group, the conformal score (intervals.score) of each node's predicted ratio to the
+    same-CPU type of its node set (`same`: the full suite's for a `:full` group, the partial suite's
+    for the other) against the measured one, with the model's own interval (the calibration scale
+    `match` applied divided out): what `match` would score had the runs been measured after it."""
+    pred = {r["node"]: r for r in doc["predictions"]}
+    out: dict[str, list[float]] = {}
+    for node, r in pred.items():
+        group = r.get("interval_group") or ""
+        ref = same["full suite" if group.endswith(":full") else "partial suite"]
+        if node == ref or node not in meas or ref not in meas or ref not in pred or not r.get("low_s"):
+            continue
+        base = pred[ref]["predicted_s"]
+        score = intervals.score(r["predicted_s"] / base, r["low_s"] / base, r["high_s"] / base, meas[node] / meas[ref],
+                                r.get("interval_scale") or 1.0)
+        out.setdefault(group, []).append(score)
+    return out
+
+
+def family(program: str) -> str:
+    """gzip-5:compress -> gzip: programs of one family are held out together (their errors go together)."""
+    return re.split(r"[-:]", program)[0]
+
+
+def held_out(results: list[dict]) -> dict[str, dict]:
+    """Per group: the scale of all programs' scores, and the share of outcomes inside the 80% interval
+    when each family is scored with the scale of the other families' scores (pooled over outcomes, and
+    the median of the programs' shares)."""
+    out = {}
+    groups = sorted({g for r in results for g in r.get("scores", {})})
+    for group in groups:
+        per = {r["program"]: r["scores"][group] for r in results if r.get("scores", {}).get(group)}
+        shares, inside, total = [], 0, 0
+        for name, mine in per.items():
+            others = [x for n, xs in per.items() if family(n) != family(name) for x in xs]
+            if len(others) < intervals.MIN_CHECKS:
+                continue
+            scale = intervals.conformal_scale(others)
+            hits = sum(x <= scale for x in mine)
+            shares.append(hits / len(mine))
+            inside, total = inside + hits, total + len(mine)
+        pooled = [x for xs in per.values() for x in xs]
+        out[group] = {"programs": len(per), "checks": len(pooled), "scale": intervals.conformal_scale(pooled),
+                      "own_inside": float(np.mean([x <= 1.0 for x in pooled])),
+                      "held_out_inside": inside / total if total else math.nan,
+                      "held_out_program_median": float(np.median(shares)) if shares else math.nan}
+    return out
+
+
 def _read(db: str, fn, whole: bool = False):
     """`fn(conn)` (`whole`: `fn(registry)`) on a registry opened for it alone: DuckDB lets one
     process hold the file, and the `nodereg` commands run in between."""
@@ -291,7 +353,7 @@ def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], set
     serial = [round(ph["serial_share"], 2) for ph in doc["phases"] if ph["mode"] != "idle"]
     console.print(f"  {p.name}: traced {wall:.2f} s; " + _summary(by_set))
     result = {"program": p.name, "app": p.app, "traced_s": wall, "excluded": p.exclude, "serial_share": serial,
-              "nearest": [m["config"] for m in nearest], "sets": by_set}
+              "nearest": [m["config"] for m in nearest], "sets": by_set, "scores": scores(doc, meas, same)}
     if without:
         w = nodereg(db, *match_args(str(without_source(out, without)), p))
         if w.returncode:
@@ -338,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also match each trace without its phases' SOURCE signatures (such as mix): "
                          "the two predictions of one traced run, side by side")
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
+    ap.add_argument("--calibration-out", default=None, metavar="FILE",
+                    help="write the intervals' calibration of every program's scores here, in the form of "
+                         "registry/match/interval_calibration.json")
     args = ap.parse_args(argv)
     console = Console()
     if args.cachegrind_s and shutil.which("valgrind") is None:
@@ -379,14 +444,46 @@ def main(argv: list[str] | None = None) -> int:
         if args.without:
             report(console, f"{name}, without {args.without}", same[name],
                    [(r, r["without"][name]) for r in done if r["without"].get(name)], "nearest_without")
+    calibration = held_out(done)
+    report_calibration(console, calibration)
     for r in results:
         if "skipped" in r:
             console.print(f"skipped {r['program']}: {r['skipped']}")
+    if args.calibration_out:
+        Path(args.calibration_out).write_text(json.dumps(shipped_entries(calibration, len(done)), indent=1) + "\n")
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"same": same, "full_suite_nodes": len(full),
+        Path(args.json_out).write_text(json.dumps({"same": same, "full_suite_nodes": len(full), "calibration": calibration,
                                                    "cachegrind_sample_s": args.cachegrind_s,
                                                    "like": alike["like"][:10], "results": results}, indent=1))
     return 0 if done else 1
+
+
+def report_calibration(console: Console, calibration: dict[str, dict]) -> None:
+    table = Table(title="80% intervals per group of `match` (the model's own; conformal, held out by program family)")
+    for col in ("group", "programs", "checked", "inside, the model's own", "scale (all programs)",
+                "inside, held out", "programs' median, held out"):
+        table.add_column(col)
+    for group, c in calibration.items():
+        table.add_row(group, str(c["programs"]), str(c["checks"]), f"{c['own_inside']:.0%}", f"x{c['scale']:.2f}",
+                      f"{c['held_out_inside']:.0%}", f"{c['held_out_program_median']:.0%}")
+    console.print(table)
+
+
+def shipped_entries(calibration: dict[str, dict], programs: int) -> dict:
+    """registry/match/interval_calibration.json's content: one entry per group, for this model version."""
+    from registry.models.similarity import SimilarityModel
+
+    when = time.strftime("%Y-%m-%d")
+    return {"about": "conformal scales of `match`'s 80% intervals per interval group, for groups a registry has "
+                     "checked fewer than 10 predictions of (registry/match/calibration.py); written by "
+                     "scripts/validate_sparecores.py --calibration-out",
+            "entries": [{"model": "similarity", "version": SimilarityModel.version, "group": group,
+                         "scale": round(c["scale"], 4), "checks": c["checks"],
+                         "measured_by": f"scripts/validate_sparecores.py, {programs} programs traced on this "
+                                        f"machine, {when}, nodereg {__version__}; held out by program family "
+                                        f"{c['held_out_inside']:.0%} inside",
+                         "held_out_inside": round(c["held_out_inside"], 4)}
+                        for group, c in calibration.items() if group]}
 
 
 def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]], nearest: str = "nearest") -> None:

@@ -111,3 +111,108 @@ def test_profile_dispersion_widens_the_nodes_it_comes_from(cli, db_url):
     set_cv("b", 0.3)
     base_noisy = widths()
     assert base_noisy["one"] > quiet["one"] + 0.3 and base_noisy["b"] == pytest.approx(quiet["b"])
+
+
+def _registry_with_a_partial_node(db_url, monkeypatch):
+    """three_node_registry, except that node `one` measured only the compute kernel of the base's four
+    (as Spare Cores types without the 85-stressor task or membench measured few of the suite's configs)."""
+    import registry_data
+
+    from registry.trace import store
+
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        registry_data.profile_at_speeds(conn, "b", 2, base=True)
+        registry_data.profile_at_speeds(conn, "fast", 2, base=False)
+        with monkeypatch.context() as m:
+            m.setattr(registry_data, "KERNELS", registry_data.KERNELS[:1])
+            registry_data.profile_at_speeds(conn, "one", 1, base=False)
+        store.save(conn, registry_data.three_phase_trace())
+    reg.close()
+
+
+def test_nodes_that_measured_part_of_the_base_profile_are_a_group_of_their_own(cli, db_url, monkeypatch):
+    """Issue 28, item 3: on the imported types the model's own intervals were 30x too wide where the
+    node measured the whole suite and too narrow where it measured a few configs: one conformal
+    scale cannot fit both, so each group has its own, and each prediction says its group."""
+    _registry_with_a_partial_node(db_url, monkeypatch)
+    doc = json.loads(cli("match", "app", "--json", "--no-store").out)
+    groups = {p["node"]: p["interval_group"] for p in doc["predictions"]}
+    assert groups == {"b": "nodereg:full", "fast": "nodereg:full", "one": "nodereg:partial"}
+    assert set(doc["calibration"]["groups"]) == {"nodereg:full", "nodereg:partial"}
+    assert cli("match", "app").code == 0
+    reg = open_registry(db_url)
+    with reg.connect() as conn:
+        said = dict(conn.execute(sa.text("SELECT n.name, p.explanation_json FROM predictions p JOIN nodes n "
+                                         "ON n.node_id = p.node_id")).all())
+    reg.close()
+    assert json.loads(said["one"])["interval_group"] == "nodereg:partial"
+    assert json.loads(said["fast"])["interval_group"] == "nodereg:full"
+
+
+def test_a_shipped_calibration_scales_its_group_until_the_registry_has_checked_enough(cli, db_url, monkeypatch):
+    """A group with fewer than MIN_CHECKS checked predictions in the registry takes the calibration
+    shipped with nodereg for the same model version (scripts/validate_sparecores.py
+    --calibration-out); another version's is never used; the registry's own checks replace it."""
+    from registry.match import calibration
+    from registry.models.similarity import SimilarityModel
+
+    _registry_with_a_partial_node(db_url, monkeypatch)
+
+    def widths() -> dict[str, float]:
+        doc = json.loads(cli("match", "app", "--json", "--no-store").out)
+        return {p["node"]: math.log(p["high_s"] / p["predicted_s"]) for p in doc["predictions"]}, doc
+
+    own, _ = widths()
+    entry = {"checks": 500, "scale": 2.0, "measured_by": "a test"}
+    monkeypatch.setattr(calibration, "_shipped_entries", lambda: {("similarity", "0.0.1", "nodereg:partial"): entry})
+    assert widths()[0] == own                                           # another version's: not used
+    monkeypatch.setattr(calibration, "_shipped_entries",
+                        lambda: {("similarity", SimilarityModel.version, "nodereg:partial"): entry})
+    shipped, doc = widths()
+    assert shipped["one"] == pytest.approx(2.0 * own["one"]) and shipped["fast"] == pytest.approx(own["fast"])
+    by_group = doc["calibration"]["groups"]
+    assert by_group["nodereg:partial"]["source"] == "shipped" and by_group["nodereg:partial"]["scale"] == 2.0
+    assert by_group["nodereg:full"]["method"] == "uncalibrated"
+    text = cli("match", "app", "--no-store").out
+    assert "intervals on nodereg:partial nodes: 80% by the conformal calibration shipped with nodereg" in text
+    # twelve checked predictions of `one` in this registry: its own scale replaces the shipped one
+    assert cli("match", "app").code == 0
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        row = conn.execute(sa.text("SELECT p.* FROM predictions p JOIN nodes n ON n.node_id = p.node_id "
+                                   "WHERE n.name = 'one'")).mappings().one()
+        copies = [{**{c: row[c] for c in row.keys() if c != "prediction_id"}, "uid": new_uid(),
+                   "inputs_digest": f"copy{k}", "created_at": row["created_at"] - timedelta(seconds=k + 1)}
+                  for k in range(11)]
+        insert_rows(conn, "predictions", copies)
+        insert_rows(conn, "runs", [{"uid": new_uid(), "source": "cli", "app_id": row["app_id"], "node_id": row["node_id"],
+                                    "threads": 1, "time_s": row["predicted_s"] * 1.01,
+                                    "created_at": row["created_at"] + timedelta(seconds=1)}])
+    reg.close()
+    cal = json.loads(cli("match", "app", "--json", "--no-store").out)["calibration"]["groups"]["nodereg:partial"]
+    assert (cal["source"], cal["checks"]) == ("registry", 12) and cal["scale"] != 2.0
+
+
+def test_the_validation_scores_and_holds_out_program_families():
+    """scripts/validate_sparecores.py's calibration: scores against the model's own interval (the
+    scale match applied divided out), relative to each group's same-CPU type; a family is scored
+    with the scale of the other families' scores."""
+    from script_module import script_module
+
+    with script_module("validate_sparecores") as v:
+        doc = {"predictions": [
+            {"node": "same", "predicted_s": 2.0, "low_s": 1.0, "high_s": 4.0, "interval_group": "s:full", "interval_scale": 1.0},
+            {"node": "x", "predicted_s": 4.0, "low_s": 2.0, "high_s": 16.0, "interval_group": "s:full", "interval_scale": 2.0},
+            {"node": "y", "predicted_s": 4.0, "low_s": 3.0, "high_s": 5.0, "interval_group": "s:partial"}]}
+        meas = {"same": 1.0, "x": 4.0, "y": 2.0, "other": 1.0}
+        got = v.scores(doc, meas, {"full suite": "same", "partial suite": "other"})
+        # x: ratio 2 predicted, 4 measured: ln 2 above, own upper half-width ln(16/4) / 2 = ln 2: score 1.0
+        assert got["s:full"] == [pytest.approx(1.0)] and "s:partial" not in got   # y's same-CPU type was not predicted
+        results = [{"program": f"{fam}-{i}:compress", "scores": {"s:full": [0.5 if fam == "a" else 3.0] * 4}}
+                   for fam in "ab" for i in range(3)]
+        cal = v.held_out(results)["s:full"]
+        assert cal["programs"] == 6 and cal["checks"] == 24
+        # held out, family a gets b's scale (3.0: all of a inside), b gets a's (0.5: none of b)
+        assert cal["held_out_inside"] == 0.5 and cal["held_out_program_median"] == 0.5
+        assert cal["scale"] == 3.0 and cal["own_inside"] == 0.5

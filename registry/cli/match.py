@@ -198,7 +198,8 @@ def match(
     for x in result.excluded:
         say(f"left out: {x['node']}: {x['reason']}", err=True)
     if inputs.calibration is not None:
-        say(inputs.calibration.describe())
+        for line in inputs.calibration.describe():
+            say(line)
     how = interval_said(result.nodes[0]) if result.nodes else None
     if how:
         say(how)

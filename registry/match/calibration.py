@@ -5,14 +5,23 @@ A stored prediction is checked by the runs of its app on its node measured after
 thread count the app runs with there and on the traced input (the rules of `nodereg accuracy`);
 the base node's row is the base time, not a prediction, and is left out. Their scores give the
 conformal scale of registry.models.intervals for the model and version (pure Python: `match`
-does not import pandas).
+does not import pandas), per group of nodes (`node_groups`): the suite the references come from,
+and whether the node measured (nearly) every config the base did. A group with fewer than
+intervals.MIN_CHECKS checked predictions in this registry takes the calibration shipped with
+nodereg for the same model and version where there is one (interval_calibration.json, written by
+scripts/validate_sparecores.py --calibration-out: programs traced here, predicted on the imported
+types, checked against Spare Cores' measurements of the same programs), else stays uncalibrated.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from registry.db.read import read_arrays
 from registry.db.statement import execute
@@ -20,6 +29,11 @@ from registry.models import intervals
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
+
+    from registry.match.references import Profiles
+
+FULL_SHARE = 0.9        # a node that measured this share of the base's configs is predicted from all of them
+SHIPPED = Path(__file__).with_name("interval_calibration.json")
 
 _CHECKED = """
 SELECT p.prediction_id, p.predicted_s, p.low_s, p.high_s, p.explanation_json, r.time_s
@@ -32,19 +46,71 @@ WHERE p.model_name = :model AND p.model_version = :version AND p.node_id <> p.ba
   AND p.predicted_s > 0 AND p.low_s > 0 AND p.high_s > 0"""
 
 
-def load_calibration(conn: sa.Connection, model: str, version: str) -> intervals.Calibration:
-    """The calibration of `model` `version` from its checked predictions (uncalibrated below
-    intervals.MIN_CHECKS of them)."""
+def group_name(suite: str, full: bool) -> str:
+    return f"{suite}:{'full' if full else 'partial'}"
+
+
+def node_groups(profiles: Profiles, suite: str, targets: list[str]) -> dict[str, str]:
+    """Each target's interval group: `SUITE:full` where it measured at least FULL_SHARE of the configs
+    the base measured, else `SUITE:partial`. A partial node's phases fall back to the few configs it
+    has (on Spare Cores, types without the 85-stressor task or membench), so its errors, and how
+    its model's half-widths relate to them, are not the full nodes'."""
+    has = np.zeros((len(profiles.node_names), len(profiles.key_names)), dtype=bool)
+    has[profiles.node, profiles.key] = True
+    mine = has[profiles.base_code]
+    share = has[:, mine].sum(axis=1) / max(int(mine.sum()), 1)
+    code = profiles.code
+    return {n: group_name(suite, bool(share[code[n]] >= FULL_SHARE)) for n in targets}
+
+
+def load_calibrations(conn: sa.Connection, model: str, version: str, suite: str,
+                      node_group: dict[str, str]) -> intervals.Calibrations:
+    """The calibration of `model` `version` in each group of `node_group` (and the suite's full
+    group): from this registry's checked predictions of that group, else the shipped one, else none
+    (uncalibrated below intervals.MIN_CHECKS). A prediction stored before groups existed counts in
+    `nodereg:full`: every one of them was made between profiles of nodereg's own suite."""
+    scores: dict[str, list[float]] = {}
+    for group, score in _checked_scores(conn, model, version):
+        scores.setdefault(group, []).append(score)
+    default = group_name(suite, True)
+    by_group = {}
+    for group in sorted({default, *node_group.values()}):
+        mine = scores.get(group, [])
+        calibration = intervals.Calibration(model, version, len(mine), group=group)
+        if calibration.calibrated:
+            calibration.scale = intervals.conformal_scale(mine)
+        else:
+            calibration = shipped(model, version, group) or calibration
+        by_group[group] = calibration
+    return intervals.Calibrations(by_group, node_group, default)
+
+
+def _checked_scores(conn: sa.Connection, model: str, version: str):
+    """(group, score) of every checked prediction of `model` `version`."""
     checked: dict[int, list] = {}
     for pid, predicted, low, high, explanation, time_s in execute(conn, _CHECKED,
                                                                   {"model": model, "version": version}):
         checked.setdefault(pid, [predicted, low, high, explanation, []])[4].append(time_s)
-    scores = [intervals.score(predicted, low, high, statistics.median(times), applied_scale(explanation))
-              for predicted, low, high, explanation, times in checked.values()]
-    calibration = intervals.Calibration(model, version, len(scores))
-    if calibration.calibrated:
-        calibration.scale = intervals.conformal_scale(scores)
-    return calibration
+    for predicted, low, high, explanation, times in checked.values():
+        said = _explained(explanation)
+        yield (str(said.get("interval_group") or "nodereg:full"),
+               intervals.score(predicted, low, high, statistics.median(times), _scale(said)))
+
+
+@functools.cache
+def _shipped_entries() -> dict[tuple[str, str, str], dict]:
+    entries = json.loads(SHIPPED.read_text())["entries"] if SHIPPED.exists() else []
+    return {(e["model"], e["version"], e["group"]): e for e in entries}
+
+
+def shipped(model: str, version: str, group: str) -> intervals.Calibration | None:
+    """The calibration shipped with nodereg for this model, version and group, if any (a model
+    version it was not measured on gets none: its half-widths may mean something else)."""
+    entry = _shipped_entries().get((model, version, group))
+    if entry is None or entry["checks"] < intervals.MIN_CHECKS:
+        return None
+    return intervals.Calibration(model, version, int(entry["checks"]), float(entry["scale"]), group=group,
+                                 shipped=entry["measured_by"])
 
 
 _DISPERSION = """
@@ -65,9 +131,21 @@ def load_dispersion(conn: sa.Connection, suite: str) -> dict[str, float]:
             if cv2 == cv2}
 
 
+def _explained(explanation: str | None) -> dict:
+    try:
+        said = json.loads(explanation or "{}")
+    except (ValueError, TypeError):
+        return {}
+    return said if isinstance(said, dict) else {}
+
+
+def _scale(said: dict) -> float:
+    try:
+        return float(said.get("interval_scale") or 1.0)
+    except (ValueError, TypeError):
+        return 1.0
+
+
 def applied_scale(explanation: str | None) -> float:
     """The half-width scale a stored prediction's interval was given (1 before calibration existed)."""
-    try:
-        return float(json.loads(explanation or "{}").get("interval_scale") or 1.0)
-    except (ValueError, TypeError, AttributeError):
-        return 1.0
+    return _scale(_explained(explanation))

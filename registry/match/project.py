@@ -27,7 +27,7 @@ from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
 from registry.match import comm as comm_mod
 from registry.match import references as refs_mod
-from registry.match.calibration import load_calibration, load_dispersion
+from registry.match.calibration import load_calibrations, load_dispersion, node_groups
 from registry.models import intervals
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
 from registry.models.plugins import create, model_class
@@ -122,6 +122,8 @@ class NodeResult:
     cost_high: float | None = None
     currency: str | None = None
     steps: list[dict] = field(default_factory=list)   # how the interval was made, in order (`widen`)
+    interval_group: str | None = None   # its calibration's group (registry.match.calibration.node_groups)
+    interval_scale: float = 1.0         # the calibration's half-width multiplier applied to it
 
     def widen(self, step: str, low: float, high: float) -> None:
         """Set the interval to (low, high) and record the step that made it: the headline interval is
@@ -169,7 +171,8 @@ class MatchResult:
                "predictions": [{"node": n.node, "predicted_s": n.predicted_s, "low_s": n.low_s,
                                 "high_s": n.high_s, "rank": n.rank, "speedup": n.speedup, "threads": n.threads,
                                 "cost": n.cost, "cost_low": n.cost_low, "cost_high": n.cost_high,
-                                "currency": n.currency, "interval_steps": n.steps}
+                                "currency": n.currency, "interval_steps": n.steps,
+                                "interval_group": n.interval_group, "interval_scale": n.interval_scale}
                                for n in self.nodes],
                "excluded": self.excluded, "calibration": self.calibration}
         out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "serial_share": p.serial_share,
@@ -429,7 +432,8 @@ class Inputs:
     stream_refs: object = None   # registry.match.streams.StreamRefs, for a model that needs streams
     suite: str = "nodereg"       # the suite of configs the references are drawn from
     exclude: tuple[str, ...] = ()  # config key prefixes left out of the references
-    calibration: intervals.Calibration | None = None   # of the model's intervals (registry.match.calibration)
+    calibration: intervals.Calibrations | None = None  # of the model's intervals, per group of nodes
+                                                        # (registry.match.calibration)
     # node -> its profiles' RMS cv (calibration.py); or a function that gives it when the projection
     # needs it (`nodereg match` reads it in a thread while it projects)
     dispersion: dict[str, float] | Callable[[], dict[str, float]] = field(default_factory=dict)
@@ -483,7 +487,8 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
                         "make up for it: a base time of 0 s projects to 0 s everywhere")
     return Inputs(found, base, targets, profiles, phases, runs, wall,
                   stream_match.load_refs(conn) if streamed else None, suite, tuple(exclude),
-                  load_calibration(conn, *model_identity(model)), load_dispersion(conn, suite) if dispersion else {},
+                  load_calibrations(conn, *model_identity(model), suite, node_groups(profiles, suite, targets)),
+                  load_dispersion(conn, suite) if dispersion else {},
                   comm_mod.load(conn, trace, profiles.n_cpus[base], **(comm or {})))
 
 
@@ -527,11 +532,12 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                        calibration=inputs.calibration.to_dict() if inputs.calibration else None)
 
 
-def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibration | None,
+def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: intervals.Calibrations | None,
            dispersion: dict[str, float], base: str) -> None:
     """Every node's interval with the base time's noise and the two profiles' dispersion added
     (registry.models.intervals: one rule), never narrower than the floor, then scaled by the
-    model's calibration. The base node's own row is its base time: no profile ratio widens it."""
+    model's calibration of each node's group. The base node's own row is its base time: no profile
+    ratio widens it."""
     if not nodes:
         return
     noise = intervals.base_noise(base_samples)
@@ -549,8 +555,11 @@ def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: inte
     low, high = intervals.combine(predicted, low, high, noise, spread)
     widen_all(nodes, [said(w) for w in spread.tolist()], low, high)
     if calibration is not None:
-        widen_all(nodes, f"calibration: half-widths x{calibration.scale:.2f}",
-                  *intervals.scaled(predicted, low, high, calibration.scale))
+        scales = calibration.scales([n.node for n in nodes])
+        for n, scale in zip(nodes, scales.tolist()):
+            n.interval_group, n.interval_scale = calibration.of(n.node).group, scale
+        widen_all(nodes, [f"calibration: half-widths x{s:.2f}" for s in scales.tolist()],
+                  *intervals.scaled(predicted, low, high, scales))
 
 
 def interval_arrays(nodes: list[NodeResult], fields=("predicted_s", "low_s", "high_s")) -> tuple[np.ndarray, ...]:

@@ -28,7 +28,7 @@ from registry.db.read import read_arrays
 from registry.db.statement import execute
 from registry.db.write import insert_rows, new_uid
 from registry.errors import UserError
-from registry.match.project import Inputs, MatchResult
+from registry.match.project import Inputs, MatchResult, NodeResult
 from registry.models.predictions import NodePredictions
 from registry.values import listed
 
@@ -124,16 +124,17 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
     phase_times = [dict(zip(t.nodes, t.predicted.tolist()))
                    for t in (NodePredictions.of(p.predictions) for p in result.phases)]
 
-    def explanation(node: str) -> str:
-        scale = (result.calibration or {}).get("scale", 1.0)    # so later calibration sees the model's own widths
-        return orjson.dumps({"base": result.base, "interval_scale": scale,
-                             **({} if node == anchor else {"matches_in": anchor}), "phases": [
-            {"name": p.name, "mode": p.mode, **({"matches": p.matches} if node == anchor else {}),
-             "predicted_s": times[node]} for p, times in zip(result.phases, phase_times)]}).decode()
+    def explanation(n: NodeResult) -> str:
+        # the scale applied, so that later calibration sees the model's own widths, and the group it is one of
+        return orjson.dumps({"base": result.base, "interval_scale": n.interval_scale,
+                             **({"interval_group": n.interval_group} if n.interval_group else {}),
+                             **({} if n.node == anchor else {"matches_in": anchor}), "phases": [
+            {"name": p.name, "mode": p.mode, **({"matches": p.matches} if n.node == anchor else {}),
+             "predicted_s": times[n.node]} for p, times in zip(result.phases, phase_times)]}).decode()
 
     rows = [{"uid": new_uid(), "trace_id": inputs.found.trace_id, "app_id": app_id, "node_id": node_ids[n.node],
              "base_node_id": node_ids[result.base], "model_name": result.model, "model_version": result.model_version,
              "inputs_digest": digest, "threads": n.threads, "predicted_s": n.predicted_s, "low_s": n.low_s,
              "high_s": n.high_s, "node_rank": n.rank, "coverage": result.coverage,
-             "explanation_json": explanation(n.node), "created_at": now} for n in result.nodes]
+             "explanation_json": explanation(n), "created_at": now} for n in result.nodes]
     return insert_rows(conn, "predictions", rows)

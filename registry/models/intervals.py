@@ -15,6 +15,12 @@ long as new predictions are exchangeable with the checked ones (same model and v
 MIN_CHECKS checked predictions the factor is 1 (the model's own interval, said to be uncalibrated).
 The scale applied to a stored prediction is stored with it, so later scores are taken against the
 model's own half-widths, not against already scaled ones.
+
+Scales are kept per interval *group* (Mondrian conformal): predictions whose own half-widths relate
+to their errors differently are not pooled. `match` groups nodes by suite and by how much of the
+base's profile they measured (registry.match.calibration.node_groups): on the imported Spare Cores
+types, the similarity model's own intervals were 30x too wide on types with the full suite and too
+narrow on the others, so one scale could not fit both (docs/sparecores-trace.md).
 """
 
 from __future__ import annotations
@@ -33,12 +39,16 @@ MIN_HALF_WIDTH = 0.05  # ln(1.05): repetition noise of profile medians and of pr
 
 @dataclass
 class Calibration:
-    """How the intervals of one model and version are scaled, and what that rests on."""
+    """How the intervals of one model and version, in one group of nodes, are scaled, and what that
+    rests on: this registry's checked predictions, or (`shipped`, where the registry has too few)
+    the calibration measured for nodereg's release and shipped with it (registry.match.calibration)."""
     model: str
     version: str
     checks: int                # checked predictions (runs measured after them)
     scale: float = 1.0         # half-width multiplier
     nominal: float = NOMINAL
+    group: str = ""            # the nodes it applies to (registry.match.calibration.node_groups)
+    shipped: str | None = None  # where a shipped calibration was measured (None: this registry's checks)
 
     @property
     def calibrated(self) -> bool:
@@ -46,15 +56,52 @@ class Calibration:
 
     def describe(self) -> str:
         who = f"{self.model} {self.version}"
+        where = f" on {self.group} nodes" if self.group else ""
         if not self.calibrated:
-            return (f"intervals: the model's own, uncalibrated ({plural(self.checks, 'checked prediction')} of {who}, "
-                    f"fewer than {MIN_CHECKS}; `nodereg accuracy` reports their coverage)")
-        return (f"intervals: {self.nominal:.0%} by conformal calibration on {self.checks} checked predictions "
+            return (f"intervals{where}: the model's own, uncalibrated ({plural(self.checks, 'checked prediction')} "
+                    f"of {who}, fewer than {MIN_CHECKS}; `nodereg accuracy` reports their coverage)")
+        if self.shipped:
+            return (f"intervals{where}: {self.nominal:.0%} by the conformal calibration shipped with nodereg "
+                    f"({self.checks} checked predictions of {who}: {self.shipped}; half-widths x{self.scale:.2f})")
+        return (f"intervals{where}: {self.nominal:.0%} by conformal calibration on {self.checks} checked predictions "
                 f"of {who} (half-widths x{self.scale:.2f})")
 
     def to_dict(self) -> dict:
         return {"method": "conformal" if self.calibrated else "uncalibrated", "model": self.model,
-                "version": self.version, "checks": self.checks, "scale": self.scale, "nominal": self.nominal}
+                "version": self.version, "checks": self.checks, "scale": self.scale, "nominal": self.nominal,
+                "group": self.group, "source": "shipped" if self.shipped else "registry"}
+
+
+@dataclass
+class Calibrations:
+    """The calibration of each group a match's nodes fall in, and each node's group."""
+    by_group: dict[str, Calibration]
+    node_group: dict[str, str]     # node -> its group (a node not in it: `default`)
+    default: str
+
+    def of(self, node: str) -> Calibration:
+        return self.by_group[self.node_group.get(node, self.default)]
+
+    def scales(self, nodes: list[str]) -> np.ndarray:
+        """Each node's half-width multiplier."""
+        scale = {g: c.scale if c.calibrated else 1.0 for g, c in self.by_group.items()}
+        return np.fromiter((scale[self.node_group.get(n, self.default)] for n in nodes), dtype=float, count=len(nodes))
+
+    def used(self) -> list[Calibration]:
+        """The calibrations of the groups that hold nodes, the group of most nodes first."""
+        counts: dict[str, int] = {}
+        for g in self.node_group.values():
+            counts[g] = counts.get(g, 0) + 1
+        order = sorted(counts, key=lambda g: (-counts[g], g)) or [self.default]
+        return [self.by_group[g] for g in order]
+
+    def describe(self) -> list[str]:
+        return [c.describe() for c in self.used()]
+
+    def to_dict(self) -> dict:
+        """The group of most nodes' calibration, with every used group's under `groups`."""
+        used = self.used()
+        return {**used[0].to_dict(), "groups": {c.group: c.to_dict() for c in used}}
 
 
 MEAN_ABS_TO_BAND = 1.6  # an 80% normal band is 1.28 sigma, a mean absolute deviation 0.8 sigma
