@@ -55,12 +55,14 @@ def node_groups(profiles: Profiles, suite: str, targets: list[str]) -> dict[str,
     the base measured, else `SUITE:partial`. A partial node's phases fall back to the few configs it
     has (on Spare Cores, types without the 85-stressor task or membench), so its errors, and how
     its model's half-widths relate to them, are not the full nodes'."""
-    has = np.zeros((len(profiles.node_names), len(profiles.key_names)), dtype=bool)
-    has[profiles.node, profiles.key] = True
+    has = np.zeros(len(profiles.node_names) * len(profiles.key_names), dtype=bool)
+    has[profiles.cell] = True        # (the runs' cells, made once per match for the reference sets too)
+    has = has.reshape(len(profiles.node_names), len(profiles.key_names))
     mine = has[profiles.base_code]
-    share = has[:, mine].sum(axis=1) / max(int(mine.sum()), 1)
+    full = has[:, mine].sum(axis=1) >= FULL_SHARE * max(int(mine.sum()), 1)
+    names = (group_name(suite, False), group_name(suite, True))
     code = profiles.code
-    return {n: group_name(suite, bool(share[code[n]] >= FULL_SHARE)) for n in targets}
+    return {n: names[f] for n, f in zip(targets, full[[code[n] for n in targets]].tolist())}
 
 
 def load_calibrations(conn: sa.Connection, model: str, version: str, suite: str,

@@ -555,11 +555,11 @@ def _widen(nodes: list[NodeResult], base_samples: list[float], calibration: inte
     low, high = intervals.combine(predicted, low, high, noise, spread)
     widen_all(nodes, [said(w) for w in spread.tolist()], low, high)
     if calibration is not None:
-        scales = calibration.scales([n.node for n in nodes])
-        for n, scale in zip(nodes, scales.tolist()):
-            n.interval_group, n.interval_scale = calibration.of(n.node).group, scale
-        widen_all(nodes, [f"calibration: half-widths x{s:.2f}" for s in scales.tolist()],
-                  *intervals.scaled(predicted, low, high, scales))
+        groups, scales = calibration.scales([n.node for n in nodes])
+        for n, group, scale in zip(nodes, groups, scales):
+            n.interval_group, n.interval_scale = group, scale
+        said_scale = {s: f"calibration: half-widths x{s:.2f}" for s in set(scales)}
+        widen_all(nodes, [said_scale[s] for s in scales], *intervals.scaled(predicted, low, high, np.array(scales)))
 
 
 def interval_arrays(nodes: list[NodeResult], fields=("predicted_s", "low_s", "high_s")) -> tuple[np.ndarray, ...]:

@@ -79,13 +79,11 @@ class Calibrations:
     node_group: dict[str, str]     # node -> its group (a node not in it: `default`)
     default: str
 
-    def of(self, node: str) -> Calibration:
-        return self.by_group[self.node_group.get(node, self.default)]
-
-    def scales(self, nodes: list[str]) -> np.ndarray:
-        """Each node's half-width multiplier."""
+    def scales(self, nodes: list[str]) -> tuple[list[str], list[float]]:
+        """Each node's group and half-width multiplier."""
         scale = {g: c.scale if c.calibrated else 1.0 for g, c in self.by_group.items()}
-        return np.fromiter((scale[self.node_group.get(n, self.default)] for n in nodes), dtype=float, count=len(nodes))
+        groups = [self.node_group.get(n, self.default) for n in nodes]
+        return groups, [scale[g] for g in groups]
 
     def used(self) -> list[Calibration]:
         """The calibrations of the groups that hold nodes, the group of most nodes first."""
