@@ -19,6 +19,7 @@ is named and its programs are skipped.
 
     .venv/bin/python scripts/validate_sparecores.py --db REGISTRY --node here [--same aws:m7a.large]
         [--programs gzip-1:compress,redis:p16,...] [--quick] [--cachegrind-sample S] [--json FILE]
+        [--calibration-out registry/match/interval_calibration.json]
 
 For each program: the median |error| of the predicted ratio to the same-CPU type against the
 measured one over the imported nodes that measured the app, the Spearman correlation of predicted

@@ -28,6 +28,12 @@ def test_interval_arithmetic():
     # 9 scores 0.1 .. 0.9 and one of 5: the 80% quantile is the ceil(11 * 0.8) = 9th smallest
     assert intervals.conformal_scale([0.1 * i for i in range(1, 10)] + [5.0]) == pytest.approx(0.9)
     assert intervals.base_noise([10.0]) == 0.0 and intervals.base_noise([9.0, 11.0]) > 0
+    # a calibration scale below 1 narrows the model's interval, never below the floor
+    low, high = intervals.scaled(10.0, 5.0, 20.0, 0.5)
+    assert (low, high) == (pytest.approx(10 / 2 ** 0.5), pytest.approx(10 * 2 ** 0.5))
+    low, high = intervals.scaled(10.0, 9.5, 10.6, 0.1)
+    assert (low, high) == (pytest.approx(10 * math.exp(-intervals.MIN_HALF_WIDTH)),
+                           pytest.approx(10 * math.exp(intervals.MIN_HALF_WIDTH)))
 
 
 def _blind_trace():

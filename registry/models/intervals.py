@@ -149,10 +149,11 @@ def combine(predicted, low, high, *extra, below=0.0, above=0.0):
 
 
 def scaled(predicted, low, high, scale):
-    """(low, high) with both half-widths multiplied by `scale`; floats or arrays."""
+    """(low, high) with both half-widths multiplied by `scale`, never below MIN_HALF_WIDTH (a scale
+    below 1 narrows the model's interval, not the repetition noise under it); floats or arrays."""
     down, up = half_widths(predicted, low, high)
-    return (_same_kind(predicted * np.exp(-scale * down), predicted),
-            _same_kind(predicted * np.exp(scale * up), predicted))
+    return (_same_kind(predicted * np.exp(-np.maximum(scale * down, MIN_HALF_WIDTH)), predicted),
+            _same_kind(predicted * np.exp(np.maximum(scale * up, MIN_HALF_WIDTH)), predicted))
 
 
 def _same_kind(value, like):
