@@ -15,7 +15,8 @@ MIN_SPEARMAN_NODES nodes: over 2 or 3 it is +-1 or a coarse step by construction
 (the node predicted fastest was the fastest measured) and regret (time on that node / best time -
 1). Per model and version, the summary over its sets, with the coverage of the intervals: the
 share of checked predictions whose interval held the measured time, beside the nominal share
-(registry.models.intervals.NOMINAL). The base node's prediction is the base time
+(registry.models.intervals.NOMINAL), and per interval group (`match` calibrates each apart). The
+base node's prediction is the base time
 itself (the traced run, or its median with the runs measured there before `match`), not a
 prediction, so it counts neither in the errors nor in the ranking; its row sets the traced run
 beside the measured ones (`traced_gap`).
@@ -23,6 +24,7 @@ beside the measured ones (`traced_gap`).
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass
 
@@ -41,15 +43,18 @@ from registry.workload import same_input
 # on the node: the count the user fixed when tracing (traces.threads), else one per CPU of the node, as
 # `nodereg run` starts it (registry/measure/onnode.py). Not the prediction's own `threads`, which is the
 # count its phases were projected at: 1 for an app whose phases did not keep the base CPUs busy.
-# (v_predictions compares by the same rule since schema version 13; this query also wants the runs' range.)
+# (v_predictions compares by the same rule since schema version 13; this query also wants the runs' range,
+# and each prediction's explanation, which names its interval group.)
 _MATCHED = """
-SELECT p.app, p.trace_uid, p.base_node, p.node, p.model_name, p.model_version, p.created_at,
-       COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s, t.wall_s AS traced_s,
-       t.input AS input
-FROM (SELECT v.*, max(v.created_at) OVER (PARTITION BY v.app, v.trace_uid, v.model_name) AS latest
-      FROM v_predictions v) p
-JOIN nodes n ON n.name = p.node
-LEFT JOIN traces t ON t.uid = p.trace_uid
+SELECT a.name AS app, t.uid AS trace_uid, b.name AS base_node, n.name AS node, p.model_name, p.model_version,
+       p.created_at, COALESCE(t.threads, n.n_cpus) AS threads, p.predicted_s, p.low_s, p.high_s,
+       t.wall_s AS traced_s, t.input AS input, p.explanation_json
+FROM (SELECT q.*, max(q.created_at) OVER (PARTITION BY q.app_id, q.trace_id, q.model_name) AS latest
+      FROM predictions q) p
+JOIN apps a ON a.app_id = p.app_id
+JOIN nodes n ON n.node_id = p.node_id
+LEFT JOIN traces t ON t.trace_id = p.trace_id
+LEFT JOIN nodes b ON b.node_id = p.base_node_id
 WHERE p.created_at = p.latest"""
 _RUNS = """
 SELECT a.name AS app, n.name AS node, r.threads, r.time_s, r.created_at AS run_at, r.input AS run_input
@@ -90,9 +95,20 @@ def load(conn: sa.Connection, app: str | None = None, model: str | None = None,
     if frame.empty:
         scope = " and ".join(f"{k} {v!r}" for k, v in (("app", app), ("model", model)) if v is not None)
         raise UserError(f"no stored predictions{' for ' + scope if scope else ''}: `nodereg match APP` stores them")
+    frame["interval_group"] = [_group(e) for e in frame.pop("explanation_json")]
     runs = read_frame(conn, _RUNS + (" AND a.name = :app" if app is not None else ""),
                       {"app": app} if app is not None else {})
     return _with_runs(frame, runs, all_runs)
+
+
+def _group(explanation) -> str | None:
+    """The interval group `match` put the prediction in (registry.match.calibration.node_groups);
+    None for a prediction stored before groups, or by a command that does not group."""
+    try:
+        said = json.loads(explanation) if isinstance(explanation, str) else None
+    except ValueError:
+        return None
+    return said.get("interval_group") if isinstance(said, dict) else None
 
 
 def _with_runs(frame: pd.DataFrame, runs: pd.DataFrame, all_runs: bool) -> pd.DataFrame:
@@ -117,6 +133,8 @@ def assess(frame: pd.DataFrame) -> Accuracy:
         raise UserError(f"no measured runs match the stored predictions of {apps} (same app, node, thread count "
                         "and input, measured after the prediction; --all-runs takes earlier runs too): measure them "
                         "with `nodereg run NODE -- CMD`")
+    if "interval_group" not in cells:      # (a frame made without `load`: no group known)
+        cells["interval_group"] = None
     cells = cells.astype({"predicted_s": float, "measured_s": float, "min_s": float, "max_s": float,
                           "traced_s": float})
     cells["trace_uid"] = cells["trace_uid"].fillna("(file)")  # a trace file not in the registry, or a removed one
@@ -135,7 +153,7 @@ def assess(frame: pd.DataFrame) -> Accuracy:
                                    np.nan)
     columns = ["app", "model_name", "model_version", "base_node", "node", "base", "threads", "predicted_s",
                "measured_s", "runs", "spread", "error", "traced_s", "traced_gap", "low_s", "high_s", "covered",
-               "trace_uid"]
+               "interval_group", "trace_uid"]
     return Accuracy(cells[columns].reset_index(drop=True), sets, summary)
 
 
@@ -172,7 +190,17 @@ def _summary(key: tuple, cells: pd.DataFrame, sets: pd.DataFrame) -> dict:
             "top1_rate": float(ranked["top1"].astype(float).mean()) if len(ranked) else None,
             "mean_regret": float(ranked["regret"].astype(float).mean()) if len(ranked) else None,
             "intervals": len(held), "coverage": sum(held) / len(held) if held else None,
-            "nominal": intervals.NOMINAL}
+            "coverage_by_group": _coverage_by_group(cells[mine & ~cells["base"]]), "nominal": intervals.NOMINAL}
+
+
+def _coverage_by_group(cells: pd.DataFrame) -> dict[str, dict]:
+    """Per interval group (calibrated apart by `match`): the intervals checked and the share that held."""
+    out = {}
+    for group, g in cells.dropna(subset=["interval_group"]).groupby("interval_group", sort=True):
+        held = [bool(c) for c in g["covered"] if c is not None]
+        if held:
+            out[str(group)] = {"intervals": len(held), "coverage": sum(held) / len(held)}
+    return out
 
 
 def _number(value) -> float | None:

@@ -222,3 +222,28 @@ def test_the_validation_scores_and_holds_out_program_families():
         # held out, family a gets b's scale (3.0: all of a inside), b gets a's (0.5: none of b)
         assert cal["held_out_inside"] == 0.5 and cal["held_out_program_median"] == 0.5
         assert cal["scale"] == 3.0 and cal["own_inside"] == 0.5
+
+
+@both_backends
+def test_accuracy_reports_the_coverage_of_each_interval_group(cli, db_url, monkeypatch):
+    """`nodereg accuracy` says how each group's intervals held (each is calibrated apart), beside
+    the coverage per model; predictions stored without a group (older ones) count in no group."""
+    _registry_with_a_partial_node(db_url, monkeypatch)
+    assert cli("match", "app").code == 0
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        rows = conn.execute(sa.text("SELECT p.app_id, p.node_id, p.predicted_s, p.high_s, p.created_at, n.n_cpus, "
+                                    "n.name FROM predictions p JOIN nodes n ON n.node_id = p.node_id "
+                                    "WHERE p.node_id <> p.base_node_id")).all()
+        # fast measured at its prediction (inside), one at twice its interval's high end (outside)
+        insert_rows(conn, "runs", [{"uid": new_uid(), "source": "cli", "app_id": app_id, "node_id": node_id,
+                                    "threads": cpus, "time_s": predicted if name == "fast" else 2 * high,
+                                    "created_at": made + timedelta(seconds=1)}
+                                   for app_id, node_id, predicted, high, made, cpus, name in rows])
+    reg.close()
+    summary = json.loads(cli("accuracy", "--json").out)["summary"][0]
+    assert summary["coverage"] == 0.5
+    assert summary["coverage_by_group"] == {"nodereg:full": {"intervals": 1, "coverage": 1.0},
+                                            "nodereg:partial": {"intervals": 1, "coverage": 0.0}}
+    out = cli("accuracy").out
+    assert "coverage per interval group" in out and "nodereg:partial" in out
