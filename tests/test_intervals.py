@@ -200,7 +200,7 @@ def test_a_shipped_calibration_scales_its_group_until_the_registry_has_checked_e
     assert (cal["source"], cal["checks"]) == ("registry", 12) and cal["scale"] != 2.0
 
 
-def test_the_validation_scores_and_holds_out_program_families():
+def test_the_validation_scores_and_holds_out_program_families(monkeypatch):
     """scripts/validate_sparecores.py's calibration: scores against the model's own interval (the
     scale match applied divided out), relative to each group's same-CPU type; a family is scored
     with the scale of the other families' scores."""
@@ -222,6 +222,15 @@ def test_the_validation_scores_and_holds_out_program_families():
         # held out, family a gets b's scale (3.0: all of a inside), b gets a's (0.5: none of b)
         assert cal["held_out_inside"] == 0.5 and cal["held_out_program_median"] == 0.5
         assert cal["scale"] == 3.0 and cal["own_inside"] == 0.5
+        # what --calibration-out writes is what `match` reads
+        written = v.shipped_entries({"s:full": cal}, programs=6)
+    from registry.match import calibration
+    from registry.models.similarity import SimilarityModel
+
+    entries = {(e["model"], e["version"], e["group"]): e for e in written["entries"]}
+    monkeypatch.setattr(calibration, "_shipped_entries", lambda: entries)
+    read = calibration.shipped("similarity", SimilarityModel.version, "s:full")
+    assert (read.scale, read.checks, read.calibrated) == (3.0, 24, True) and "6 programs" in read.shipped
 
 
 @both_backends

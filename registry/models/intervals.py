@@ -62,7 +62,7 @@ class Calibration:
                     f"of {who}, fewer than {MIN_CHECKS}; `nodereg accuracy` reports their coverage)")
         if self.shipped:
             return (f"intervals{where}: {self.nominal:.0%} by the conformal calibration shipped with nodereg "
-                    f"({self.checks} checked predictions of {who}: {self.shipped}; half-widths x{self.scale:.2f})")
+                    f"({self.checks:,} checked predictions of {who}: {self.shipped}; half-widths x{self.scale:.2f})")
         return (f"intervals{where}: {self.nominal:.0%} by conformal calibration on {self.checks} checked predictions "
                 f"of {who} (half-widths x{self.scale:.2f})")
 
