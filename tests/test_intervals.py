@@ -256,3 +256,11 @@ def test_accuracy_reports_the_coverage_of_each_interval_group(cli, db_url, monke
                                             "nodereg:partial": {"intervals": 1, "coverage": 0.0}}
     out = cli("accuracy").out
     assert "coverage per interval group" in out and "nodereg:partial" in out
+    from fastapi.testclient import TestClient
+
+    from registry.web.app import create_app
+
+    with TestClient(create_app(db_url), raise_server_exceptions=False) as client:    # the web view's accuracy page
+        page = client.get("/accuracy")
+    assert page.status_code == 200 and "Interval coverage per group of nodes" in page.text
+    assert "nodereg:partial" in page.text

@@ -258,7 +258,7 @@ def create_app(url: str | None = None, lock_wait_s: float = 1.0) -> FastAPI:
            "predictions.html", "predictions", "An app's predictions on every node, ranked",
            "An app's predictions, every node")
     routes("accuracy", nothing, lambda q, _: views.accuracy(source), "accuracy.html", "predictions",
-           "Stored predictions against measured runs", "A table of the accuracy page (summary, sets, cells)")
+           "Stored predictions against measured runs", "A table of the accuracy page (summary, groups, sets, cells)")
 
     # ---- SQL
     def sql_query(q: str | None = Query(None, max_length=20_000, description="one read-only SQL statement"),

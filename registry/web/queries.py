@@ -285,22 +285,20 @@ def warnings_for(frame: pd.DataFrame) -> list[str]:
 
 
 def accuracy(conn: sa.Connection) -> dict | None:
-    """Per model and version: errors, Spearman, top-1, regret, interval coverage; None without data."""
-    import numpy as np
-
+    """Per model and version: errors, Spearman, top-1, regret, interval coverage (`nodereg accuracy`'s,
+    and per interval group); None without data."""
     from registry import accuracy as acc
 
     try:
         result = acc.assess(acc.load(conn))
     except UserError as exc:
         return {"empty": str(exc)}
-    cells = result.cells
-    inside = (cells["measured_s"] >= cells["low_s"].astype(float)) & (cells["measured_s"] <= cells["high_s"].astype(float))
-    cov = inside[~cells["base"]].groupby([cells["model_name"], cells["model_version"]]).mean()
-    summary = result.summary.copy()
-    summary["interval_coverage"] = [cov.get((m, v), np.nan) for m, v in
-                                    zip(summary["model_name"], summary["model_version"])]
-    return {"summary": summary, "sets": result.sets, "cells": cells}
+    groups = pd.DataFrame([{"model_name": r.model_name, "model_version": r.model_version, "interval_group": group,
+                            "intervals": c["intervals"], "coverage": c["coverage"]}
+                           for r in result.summary.itertuples() for group, c in r.coverage_by_group.items()],
+                          columns=["model_name", "model_version", "interval_group", "intervals", "coverage"])
+    return {"summary": result.summary.drop(columns=["coverage_by_group"]), "groups": groups, "sets": result.sets,
+            "cells": result.cells}
 
 
 def clean(value):

@@ -465,8 +465,12 @@ def accuracy(source) -> View:
         Column("worst_abs_error", "worst |error|", "fraction", True),
         Column("median_spearman", "median Spearman", numeric=True), Column("top1_rate", "top-1 rate", numeric=True),
         Column("mean_regret", "mean regret", "fraction", True),
-        Column("interval_coverage", "interval coverage", "fraction", True),
+        Column("coverage", "interval coverage", "fraction", True),
         Column("median_spread", "median run spread", "fraction", True)]))
+    if len(result["groups"]):     # `match` calibrates each group of nodes apart (registry.match.calibration)
+        view.add(from_frame("groups", "Interval coverage per group of nodes", result["groups"], [
+            Column("model_name", "model"), Column("model_version", "version"), Column("interval_group", "group"),
+            Column("intervals", "intervals", numeric=True), Column("coverage", "coverage", "fraction", True)]))
     view.add(from_frame("sets", "Per prediction set", result["sets"], [
         Column("app", "application", link="app"), Column("model_name", "model"), Column("model_version", "version"),
         Column("base_node", "base node", link="node"), Column("nodes", "nodes", numeric=True),
