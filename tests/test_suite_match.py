@@ -211,3 +211,31 @@ def test_demand_counts_the_cpus_a_tree_waited_for():
     util = sum(r["cpu_util"] * s for r, s in middle) / sum(s for _, s in middle)
     assert util <= 1.05
     assert sched_demand(middle) == pytest.approx(2.0, abs=0.3)
+
+
+def test_a_config_that_fails_twice_is_left_out_and_said_not_the_whole_profile(monkeypatch):
+    """A stress-ng run that writes no metric once is tried again; one that fails twice is left out
+    with a note, and the profile keeps every other config (it lost them all before)."""
+    from registry.errors import UserError
+    from registry.profile.suite import measure as suite_measure
+    from registry.profile.suite.plan import plan
+
+    configs = plan(quick=True, tasks=["stressngfull", "openssl"])
+    flaky, broken = configs[0].key, configs[1].key
+    tries: dict[str, int] = {}
+
+    def run(config, n_cpus, seconds, llc_bytes):
+        tries[config.key] = tries.get(config.key, 0) + 1
+        if config.key == broken or (config.key == flaky and tries[flaky] == 1):
+            raise UserError("stress-ng wrote no bogo-ops-per-second-real-time metric")
+        return 100.0, {"proc": {"cpu_util": 1.0}}
+
+    monkeypatch.setattr(suite_measure.tools, "missing_tools", lambda configs: [])
+    monkeypatch.setattr(suite_measure.tools, "run", run)
+    prof = suite_measure.measure("here", configs, fake_inventory(), 1.0, quick=True)
+    assert [r.config.key for r in prof.results] == [c.key for c in configs if c.key != broken]
+    assert tries[flaky] == 2 and tries[broken] == 2
+    assert prof.notes == [f"{broken} left out: stress-ng wrote no bogo-ops-per-second-real-time metric (twice)"]
+    monkeypatch.setattr(suite_measure.tools, "run", lambda *a: (_ for _ in ()).throw(UserError("no figure")))
+    with pytest.raises(UserError, match="no config of the suite could be measured here"):
+        suite_measure.measure("here", configs, fake_inventory(), 1.0, quick=True)
