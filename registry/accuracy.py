@@ -24,7 +24,6 @@ beside the measured ones (`traced_gap`).
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ from registry.apps import require_app_id
 from registry.db.read import read_frame
 from registry.errors import UserError
 from registry.evaluate import choice_quality
+from registry.match.calibration import explained
 from registry.models import intervals
 from registry.workload import same_input
 
@@ -73,6 +73,12 @@ class Accuracy:
     def to_dict(self) -> dict:
         return {name: _records(getattr(self, name)) for name in ("cells", "sets", "summary")}
 
+    def group_coverage(self) -> list[dict]:
+        """The summary's coverage per interval group, one row per model, version and group."""
+        return [{"model_name": r.model_name, "model_version": r.model_version, "interval_group": group,
+                 "intervals": c["intervals"], "coverage": c["coverage"], "nominal": r.nominal}
+                for r in self.summary.itertuples() for group, c in r.coverage_by_group.items()]
+
 
 def _records(frame: pd.DataFrame) -> list[dict]:
     return [dict(zip(frame.columns, row)) for row in frame.itertuples(index=False, name=None)]
@@ -95,20 +101,11 @@ def load(conn: sa.Connection, app: str | None = None, model: str | None = None,
     if frame.empty:
         scope = " and ".join(f"{k} {v!r}" for k, v in (("app", app), ("model", model)) if v is not None)
         raise UserError(f"no stored predictions{' for ' + scope if scope else ''}: `nodereg match APP` stores them")
-    frame["interval_group"] = [_group(e) for e in frame.pop("explanation_json")]
+    # the interval group `match` put each prediction in (None: stored before groups, or not by `match`)
+    frame["interval_group"] = [explained(e).get("interval_group") for e in frame.pop("explanation_json")]
     runs = read_frame(conn, _RUNS + (" AND a.name = :app" if app is not None else ""),
                       {"app": app} if app is not None else {})
     return _with_runs(frame, runs, all_runs)
-
-
-def _group(explanation) -> str | None:
-    """The interval group `match` put the prediction in (registry.match.calibration.node_groups);
-    None for a prediction stored before groups, or by a command that does not group."""
-    try:
-        said = json.loads(explanation) if isinstance(explanation, str) else None
-    except ValueError:
-        return None
-    return said.get("interval_group") if isinstance(said, dict) else None
 
 
 def _with_runs(frame: pd.DataFrame, runs: pd.DataFrame, all_runs: bool) -> pd.DataFrame:

@@ -62,6 +62,7 @@ from scipy.stats import spearmanr
 
 from registry import __version__
 from registry.db.engine import open_registry
+from registry.match.calibration import FULL_SHARE
 from registry.models import intervals
 from registry.errors import UserError
 from registry.like import like
@@ -296,15 +297,15 @@ _KEYS = """
 SELECT n.name, c.config_key FROM profile_runs r JOIN ub_configs c ON c.config_id = r.config_id
 JOIN microbenchmarks u ON u.ub_id = c.ub_id AND u.suite = 'sparecores'
 JOIN profiles p ON p.profile_id = r.profile_id JOIN nodes n ON n.node_id = p.node_id"""
-FULL_SHARE = 0.9
 
 
 def suite_coverage(conn: sa.Connection, node: str) -> tuple[set[str], set[str]]:
     """The imported nodes that measured at least FULL_SHARE of the configs this machine measured, and
-    the others. On the first every phase is projected from the same references as on the same-CPU
-    type; the others (without Spare Cores' 85-stressor task or membench) fall back to the few
-    configs they have, and their intervals are scored apart: a blend of the two sets hid that the
-    first's were far too wide and the others' too narrow."""
+    the others (match's interval groups, by the same share: registry.match.calibration.node_groups).
+    On the first every phase is projected from the same references as on the same-CPU type; the
+    others (without Spare Cores' 85-stressor task or membench) fall back to the few configs they
+    have, and their intervals are scored apart: a blend of the two sets hid that the first's were
+    far too wide and the others' too narrow."""
     keys: dict[str, set[str]] = {}
     for name, key in conn.execute(sa.text(_KEYS)):
         keys.setdefault(name, set()).add(key)

@@ -55,9 +55,8 @@ def accuracy(
     print_table(summary, ["model_name", "model_version", "apps", "cells", "median_abs_error", "worst_abs_error",
                           "median_spread", "median_spearman", "top1_rate", "mean_regret", "intervals", "coverage",
                           "nominal"], title="summary, per model (coverage: share of intervals holding the measurement)")
-    by_group = [{"model_name": r["model_name"], "model_version": r["model_version"], "interval_group": group,
-                 "intervals": c["intervals"], "coverage": f"{c['coverage']:.1%}", "nominal": f"{r['nominal']:.1%}"}
-                for r in result.to_dict()["summary"] for group, c in r["coverage_by_group"].items()]
+    by_group = [{**r, "coverage": f"{r['coverage']:.1%}", "nominal": f"{r['nominal']:.1%}"}
+                for r in result.group_coverage()]
     if by_group:      # (`match` calibrates each group of nodes apart: registry.match.calibration)
         print_table(by_group, ["model_name", "model_version", "interval_group", "intervals", "coverage", "nominal"],
                     title="coverage per interval group")

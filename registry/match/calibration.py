@@ -94,7 +94,7 @@ def _checked_scores(conn: sa.Connection, model: str, version: str):
                                                                   {"model": model, "version": version}):
         checked.setdefault(pid, [predicted, low, high, explanation, []])[4].append(time_s)
     for predicted, low, high, explanation, times in checked.values():
-        said = _explained(explanation)
+        said = explained(explanation)
         yield (str(said.get("interval_group") or "nodereg:full"),
                intervals.score(predicted, low, high, statistics.median(times), _scale(said)))
 
@@ -133,7 +133,9 @@ def load_dispersion(conn: sa.Connection, suite: str) -> dict[str, float]:
             if cv2 == cv2}
 
 
-def _explained(explanation: str | None) -> dict:
+def explained(explanation: str | None) -> dict:
+    """A stored prediction's explanation as a dict ({} where it is not one): its `interval_group`,
+    `interval_scale`, phases."""
     try:
         said = json.loads(explanation or "{}")
     except (ValueError, TypeError):
@@ -150,4 +152,4 @@ def _scale(said: dict) -> float:
 
 def applied_scale(explanation: str | None) -> float:
     """The half-width scale a stored prediction's interval was given (1 before calibration existed)."""
-    return _scale(_explained(explanation))
+    return _scale(explained(explanation))

@@ -293,10 +293,8 @@ def accuracy(conn: sa.Connection) -> dict | None:
         result = acc.assess(acc.load(conn))
     except UserError as exc:
         return {"empty": str(exc)}
-    groups = pd.DataFrame([{"model_name": r.model_name, "model_version": r.model_version, "interval_group": group,
-                            "intervals": c["intervals"], "coverage": c["coverage"]}
-                           for r in result.summary.itertuples() for group, c in r.coverage_by_group.items()],
-                          columns=["model_name", "model_version", "interval_group", "intervals", "coverage"])
+    groups = pd.DataFrame(result.group_coverage(), columns=["model_name", "model_version", "interval_group",
+                                                         "intervals", "coverage", "nominal"])
     return {"summary": result.summary.drop(columns=["coverage_by_group"]), "groups": groups, "sets": result.sets,
             "cells": result.cells}
 

@@ -40,15 +40,13 @@ def _run_tool(config: SuiteConfig, n_cpus: int, seconds: float, llc_bytes: int |
     stressor that writes no metric on this VM (stress-ng 0.15's ipsec-mb; tsc and x86syscall do
     not either), and lost every config measured before it: now a config that fails twice is left
     out and said, and the rest is stored (259 of 265 configs, 484 s)."""
-    try:
-        return tools.run(config, n_cpus, seconds, llc_bytes)
-    except UserError:
-        pass
-    try:
-        return tools.run(config, n_cpus, seconds, llc_bytes)
-    except UserError as exc:
-        notes.append(f"{config.key} left out: {exc} (twice)")
-        return None
+    for _ in range(2):
+        try:
+            return tools.run(config, n_cpus, seconds, llc_bytes)
+        except UserError as exc:
+            failure = exc
+    notes.append(f"{config.key} left out: {failure} (twice)")
+    return None
 
 
 def measure(node: str, configs: list[SuiteConfig], inv: Inventory, seconds: float, quick: bool,
