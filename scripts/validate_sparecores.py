@@ -326,28 +326,25 @@ def without_source(trace_file: Path, source: str) -> Path:
 
 
 def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], sets: dict[str, set[str] | None],
-            console: Console, cachegrind_s: float | None = None, without: str | None = None) -> dict:
+            console: Console, cachegrind_s: float | None = None, without: str | None = None,
+            rematch: bool = False) -> dict:
     """Trace, match and compare one program; `same` and `sets`: per node set, its same-CPU type and
     its nodes (None: every imported node); `cachegrind_s`: trace with a cachegrind sample that long;
-    `without`: also match the same trace without that signature source (key "without")."""
-    env = {"OMP_NUM_THREADS": "1"} if p.one_thread else {}
+    `without`: also match the same trace without that signature source (key "without"); `rematch`:
+    no tracing, match the program's latest stored trace again (a change to `match` measured on the
+    same traces)."""
     out = tmp / f"{p.name.replace(':', '_')}.json"
     app = f"sc-check:{p.name}"
-    if p.prepare:
-        p.prepare()
-    sample = ["--cachegrind-sample", f"{cachegrind_s:g}"] if cachegrind_s else []
-    if cachegrind_s and p.probe_argv:
-        sample += ["--probe-cmd", shlex.join(p.probe_argv)]
-    t = nodereg(db, "trace", "--name", app, "--node", node, "--no-omp", *sample, "--out", str(out), "--", *p.argv,
-                env=env)
-    if t.returncode:
-        return {"program": p.name, "skipped": f"trace failed: {(t.stderr or t.stdout).strip().splitlines()[-1:]}"}
-    wall = json.loads(out.read_text()).get("wall_s")
+    if not rematch:
+        failed = _trace(db, node, p, app, out, cachegrind_s)
+        if failed:
+            return {"program": p.name, "skipped": failed}
     meas = _read(db, lambda conn: measured(conn, p))
     m = nodereg(db, *match_args(app, p))
     if m.returncode:
         return {"program": p.name, "skipped": f"match failed: {m.stderr.strip()}"}
     doc = json.loads(m.stdout)
+    wall = json.loads(out.read_text()).get("wall_s") if not rematch else doc["base_time_s"]
     by_set = scored(doc, meas, same, sets)
     if all(r is None for r in by_set.values()):
         return {"program": p.name, "skipped": f"fewer than 3 imported nodes measured {p.app}"}
@@ -365,6 +362,19 @@ def run_one(db: str, node: str, p: Program, tmp: Path, same: dict[str, str], set
         result["nearest_without"] = [m["config"] for m in (wdoc["phases"][0]["matches"][:3] if wdoc["phases"] else [])]
         console.print(f"    without {without}: " + _summary(result["without"]))
     return result
+
+
+def _trace(db: str, node: str, p: Program, app: str, out: Path, cachegrind_s: float | None) -> str | None:
+    """Trace `p` on `node` as `app` into the registry and `out`; the reason when it failed."""
+    env = {"OMP_NUM_THREADS": "1"} if p.one_thread else {}
+    if p.prepare:
+        p.prepare()
+    sample = ["--cachegrind-sample", f"{cachegrind_s:g}"] if cachegrind_s else []
+    if cachegrind_s and p.probe_argv:
+        sample += ["--probe-cmd", shlex.join(p.probe_argv)]
+    t = nodereg(db, "trace", "--name", app, "--node", node, "--no-omp", *sample, "--out", str(out), "--", *p.argv,
+                env=env)
+    return f"trace failed: {(t.stderr or t.stdout).strip().splitlines()[-1:]}" if t.returncode else None
 
 
 def match_args(trace: str, p: Program) -> list[str]:
@@ -401,12 +411,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--without", default=None, metavar="SOURCE",
                     help="also match each trace without its phases' SOURCE signatures (such as mix): "
                          "the two predictions of one traced run, side by side")
+    ap.add_argument("--rematch", action="store_true",
+                    help="trace nothing: match each program's latest trace in the registry again (a change to "
+                         "`match` measured on the same traces)")
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
     ap.add_argument("--calibration-out", default=None, metavar="FILE",
                     help="write the intervals' calibration of every program's scores here, in the form of "
                          "registry/match/interval_calibration.json")
     args = ap.parse_args(argv)
     console = Console()
+    if args.rematch and (args.without or args.cachegrind_s):
+        console.print("error: --rematch matches the stored traces: --without and --cachegrind-sample need new ones")
+        return 2
     if args.cachegrind_s and shutil.which("valgrind") is None:
         console.print("error: --cachegrind-sample needs valgrind (apt-get install -y valgrind)")
         return 1
@@ -439,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.append({"program": p.name, "skipped": f"needs {', '.join(lack)}"})
                 continue
             results.append(run_one(args.db, args.node, p, tmp, same, sets, console, args.cachegrind_s,
-                                   args.without))
+                                   args.without, args.rematch))
     done = [r for r in results if "skipped" not in r]
     for name in sets:
         report(console, name, same[name], [(r, r["sets"][name]) for r in done if r["sets"].get(name)])

@@ -113,7 +113,7 @@ def test_only_configs_signed_on_the_base_are_references(db_url, registry):
     with reg.begin() as conn:
         profiles = references.load_profiles(conn, "b")
     reg.close()
-    refs, _ = references.reference_set(profiles, references.threads_on(profiles, "all", 2))
+    refs, _, _ = references.reference_set(profiles, references.threads_on(profiles, "all", 2))
     assert sorted(refs.feature_matrix.rows) == ["load|L2", "peak_fma|{}", "triad|memory"]
     assert "triad|memory|nt" in profiles.key_names.tolist()
     assert not np.isnan(refs.feature_matrix.values).all(axis=1).any()

@@ -239,3 +239,30 @@ def test_a_config_that_fails_twice_is_left_out_and_said_not_the_whole_profile(mo
     monkeypatch.setattr(suite_measure.tools, "run", lambda *a: (_ for _ in ()).throw(UserError("no figure")))
     with pytest.raises(UserError, match="no config of the suite could be measured here"):
         suite_measure.measure("here", configs, fake_inventory(), 1.0, quick=True)
+
+
+def test_a_type_that_did_not_run_a_reference_gets_it_filled_in_from_its_other_figures(cli, db_url):
+    """Spare Cores' older types lack the stress-ng task. Sixty imported types ran it, eight did not;
+    on every type its figure follows openssl's (the same per-type speed). A type without it is
+    projected as its twin that ran it, not from the other references alone, and `match` says so."""
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        results = [SuiteResult(_suite_config(key, threads), value, {"proc": SIGNATURES[key]})
+                   for (key, threads), value in HERE.items()]
+        now = utcnow()
+        store_suite_profile(conn, SuiteProfile("b", fake_inventory(), results, now, now, 1.0, "test"))
+        for i in range(68):
+            speed = 1 + (i % 30) / 10
+            figures = {(CPU, 1): 150.0 * speed, (CPU, 0): 600.0 * speed, (READ, 0): 4000.0 * (1 + i % 7),
+                       (SHA, 0): 4e9 * speed}
+            if i >= 60:                                     # types 60-67 did not run stress-ng
+                figures = {k: v for k, v in figures.items() if k[0] != CPU}
+            _imported(conn, f"aws:t{i}", 4, figures, model="Test CPU 9000")
+        store.save(conn, _trace({"compute": (1.98, 0.01)}))
+    reg.close()
+    out, pred = _match(cli, "--option", "k=2")
+    # t62 and its twin t32 (the same speed; READ differs, which the compute phase barely weighs)
+    assert pred["aws:t62"] == pytest.approx(pred["aws:t32"], rel=0.01)
+    said = [w for w in out["warnings"] if "filled in" in w]
+    assert said and all("on 8 of 69 nodes" in w for w in said)
+    assert "1 of the 3 references" in said[0]

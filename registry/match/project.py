@@ -219,18 +219,19 @@ def _similarity(distance: float) -> float:
 
 
 def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: dict, side: str = "below"):
-    """Thread counts, reference set and the model fitted on it, for a thread mode and the side of the
-    wanted count the measured one is taken from (registry.match.references.threads_on): the phases of
-    one trace that share both share all three (through `cache`), since fitting depends on nothing else."""
+    """Thread counts, reference set, the model fitted on it and the figures filled in for it, for a
+    thread mode and the side of the wanted count the measured one is taken from
+    (registry.match.references.threads_on): the phases of one trace that share both share all four
+    (through `cache`), since fitting depends on nothing else."""
     if (mode, k, side) not in cache:
         threads = refs_mod.threads_on(profiles, mode, k, side)
         by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
-        refset, base_threads = refs_mod.reference_set(profiles, threads)
+        refset, base_threads, imputed = refs_mod.reference_set(profiles, threads)
         model = create(model_name, kind="projection", options=options)
         if NEEDS_SIGNATURES not in model.needs:
             raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
                             "does (e.g. similarity, gbt)")
-        cache[(mode, k, side)] = (by_name, base_threads, model.fit(refset))
+        cache[(mode, k, side)] = (by_name, base_threads, model.fit(refset), imputed)
     return cache[(mode, k, side)]
 
 
@@ -241,7 +242,7 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     beyond the largest measured is projected there, with a wider interval and a warning. Arrays
     over `nodes` (registry.models.predictions): a site registry has 10,000 of them.
     Returns (predictions, threads per node, base threads of the references, the model, warnings)."""
-    lo_of, base_threads, model = _fitted(profiles, model_name, options, mode, k, cache, "below")
+    lo_of, base_threads, model, imputed = _fitted(profiles, model_name, options, mode, k, cache, "below")
     part = predict_many(model, query, nodes)
     lo, want, hi, base_want = _counts(profiles, nodes, mode, k, cache)
     between = np.flatnonzero((0 < lo) & (lo < want) & (want < hi))
@@ -256,7 +257,7 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
         part = NodePredictions(part.nodes, part.predicted, low, part.high, part.explanation, part.warnings,
                                part.flags)
     part, bounded = _within_cpu_ratio(part, profiles, nodes, query.base_time_s, want, base_want, cache)
-    warnings = []
+    warnings = imputed.warning(query.name, nodes)
     if bounded:
         warnings.append(f"phase {query.name}: on {plural(bounded, 'node')} of the base node's own machine (CPU "
                         "subsets of it) the configs' ratio went beyond the ratio of CPUs the phase runs on: "

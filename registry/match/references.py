@@ -27,6 +27,7 @@ from registry.db.read import read_arrays
 from registry.db.statement import execute
 from registry.errors import UserError
 from registry.fleet import FABRIC_PREFIX
+from registry.match import impute
 from registry.models.base import Matrix, ReferenceSet
 from registry.profile import vectors
 from registry.profile.catalog import sized_per_level
@@ -502,11 +503,13 @@ def threads_on(profiles: Profiles, mode: str, k: int, side: str = "below") -> np
     return np.where(below >= 0, below, np.where(smallest < seen.shape[1], smallest, 0)).astype(np.int64)
 
 
-def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet, dict[str, int]]:
+def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet, dict[str, int], Imputed]:
     """References at these thread counts (by node code): features of the base node's configs,
-    ln(time on node / on base).
+    ln(time on node / on base), a node's missing figures filled in from its other measurements
+    where the rule of registry.match.impute allows.
 
-    Returns the set and each reference's thread count on the base node (for explanations).
+    Returns the set, each reference's thread count on the base node (for explanations), and what
+    was filled in.
     """
     p = profiles
     at = p.runs_at(threads)
@@ -538,6 +541,7 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
     used = np.flatnonzero(np.bincount(node_at, minlength=len(p.node_names)))
     with np.errstate(divide="ignore", invalid="ignore"):   # (in place: each array of millions made once)
         ratio = matrix[np.ix_(used, rows)]
+        filled = _filled(p, used, rows, ratio)
         np.divide(matrix[base, rows], ratio, out=ratio)
         log_ratio = np.ascontiguousarray(np.log(ratio, out=ratio).T)
     names = p.key_names[rows].tolist()
@@ -546,8 +550,58 @@ def reference_set(profiles: Profiles, threads: np.ndarray) -> tuple[ReferenceSet
         raise UserError(f"the profile of {p.base!r} has no signatures to compare phases with: "
                         "re-profile it with this version of nodereg")
     features = Matrix(names, [c for c, m in zip(features.columns, measured) if m], values[:, measured])
-    refs = ReferenceSet(p.base, features, Matrix(names, p.node_names[used].astype(str).tolist(), log_ratio))
-    return refs, dict(zip(names, p.threads[base_runs].tolist()))
+    nodes = p.node_names[used].astype(str).tolist()
+    refs = ReferenceSet(p.base, features, Matrix(names, nodes, log_ratio))
+    return refs, dict(zip(names, p.threads[base_runs].tolist())), Imputed(nodes, names, filled.imputed, filled.error)
+
+
+@dataclass
+class Imputed:
+    """Which references' figures on which nodes were filled in (registry.match.impute), and how far
+    off each reference's rule was on the nodes left out of its fit (median |log error|)."""
+
+    nodes: list[str]
+    references: list[str]
+    cells: np.ndarray       # nodes x references
+    error: np.ndarray       # per reference
+
+    def warning(self, phase: str, asked: list[str]) -> list[str]:
+        """One line for a phase projected onto `asked`, when some of their figures were filled in."""
+        index = {n: i for i, n in enumerate(self.nodes)}
+        rows = [index[n] for n in asked if n in index]
+        filled = self.cells[rows]
+        on = int(filled.any(axis=1).sum())
+        if not on:
+            return []
+        used = filled.any(axis=0)
+        errors = self.error[used]
+        return [f"phase {phase}: on {on} of {len(rows)} nodes, {int(used.sum())} of the {len(self.references)} "
+                "references were not measured and were filled in from each node's other measurements (a ridge "
+                "regression over the nodes that measured both; median error left out "
+                f"{100 * np.expm1(np.nanmin(errors)):.0f}-{100 * np.expm1(np.nanmax(errors)):.0f}%)"]
+
+
+def _filled(p: Profiles, used: np.ndarray, rows: np.ndarray, throughput: np.ndarray) -> impute.Filled:
+    """`throughput` (the nodes `used` x the references, key codes `rows`; in place) with the figures
+    a node lacks filled in from its other measurements at one thread and at all of its CPUs
+    (registry.match.impute)."""
+    if not np.isnan(throughput).any():
+        return impute.Filled(throughput, np.zeros(throughput.shape, dtype=bool), np.full(throughput.shape[1], np.nan))
+    figures = []
+    for threads in (np.ones(len(p.node_names)), p.cpus):      # exactly one thread, and all of the node's CPUs
+        at = p.runs_at(threads)
+        m = np.full((len(p.node_names), len(p.key_names)), np.nan)
+        m.reshape(-1)[p.cell[at]] = p.throughput[at]
+        figures.append(m[used])
+    # the base is no row to learn from: every ratio is taken against it, and an imported suite's
+    # base was measured here, by our own run of the suite's tools
+    figures[0][used == p.base_code] = figures[1][used == p.base_code] = np.nan
+    own = np.zeros((len(rows), 2 * len(p.key_names)), dtype=bool)
+    own[np.arange(len(rows)), rows] = own[np.arange(len(rows)), len(p.key_names) + rows] = True
+    with np.errstate(divide="ignore", invalid="ignore"):
+        done = impute.fill(np.log(throughput), np.log(np.hstack(figures)), own)
+    throughput[done.imputed] = np.exp(done.values[done.imputed])
+    return done
 
 
 def thread_parts(cpu_util: float | None, trace_threads: int | None, base_cpus: int) -> list[tuple[str, int, float]]:
