@@ -61,3 +61,16 @@ def test_a_node_that_measured_few_of_the_predictors_is_left_as_it_was():
     done = impute.fill(values, predictors, np.zeros((1, 4), dtype=bool))
     assert not done.imputed[-1, 0] and np.isnan(done.values[-1, 0])
     assert done.imputed[-2, 0]
+
+
+def test_references_missing_each_on_its_own_nodes_cost_at_most_max_fits_fits():
+    """Scattered failures (each reference missing on other nodes) would need one fit per reference:
+    the largest MAX_FITS sets are filled, the rest left as they were."""
+    rng = np.random.default_rng(2)
+    predictors = rng.normal(size=(200, 4))
+    values = predictors @ rng.normal(size=(4, impute.MAX_FITS + 5))
+    for j in range(values.shape[1]):
+        values[j, j] = np.nan                         # reference j missing on node j only
+    done = impute.fill(values, predictors, np.zeros((values.shape[1], 4), dtype=bool))
+    assert done.imputed.any(axis=0).sum() == impute.MAX_FITS
+    assert np.isnan(done.values).sum() == 5

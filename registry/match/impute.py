@@ -30,6 +30,9 @@ import numpy as np
 PREDICTOR_SHARE = 0.95   # a predictor: a node x config figure measured on at least this share of the nodes
 MIN_PRESENT = 0.8        # a node is filled in when it measured at least this share of the predictors
 MIN_TRAIN = 50           # nodes that measured a reference, to fit its regression on
+MAX_PREDICTORS = 200     # columns a regression reads at most
+MAX_FITS = 16            # sets of nodes (one per task that measured references together) fitted at most
+MAX_ROWS = 2000          # nodes a regression is fitted on at most (evenly spaced among those that measured it)
 _ALPHAS = np.logspace(-2, 4, 13)
 
 
@@ -50,12 +53,16 @@ def fill(values: np.ndarray, predictors: np.ndarray, own: np.ndarray) -> Filled:
     everywhere, and where it was not, the rule would read its own gap."""
     missing = np.isnan(values)
     out = Filled(values, np.zeros(values.shape, dtype=bool), np.full(values.shape[1], np.nan))
-    if not missing.any():
-        return out
     present = np.isfinite(predictors)
-    cols = present.mean(axis=0) >= PREDICTOR_SHARE
-    if not cols.any():
+    share = present.mean(axis=0)
+    cols = share >= PREDICTOR_SHARE
+    # (checked before anything costly: a registry where every node measured every reference, or
+    # only references that are themselves predictors, pays for two counts)
+    fillable = missing.any(axis=0) & ((~missing).sum(axis=0) >= MIN_TRAIN) & ~own[:, cols].any(axis=1)
+    if not cols.any() or not fillable.any():
         return out
+    if cols.sum() > MAX_PREDICTORS:         # the most often measured (a sweep of our kernels has thousands)
+        cols[np.argsort(-np.where(cols, share, -1.0), kind="stable")[MAX_PREDICTORS:]] = False
     x, present = predictors[:, cols], present[:, cols]
     usable = present.mean(axis=1) >= MIN_PRESENT
     centre = np.nanmedian(np.where(usable[:, None], x, np.nan), axis=0)
@@ -65,16 +72,19 @@ def fill(values: np.ndarray, predictors: np.ndarray, own: np.ndarray) -> Filled:
     wanted = missing & usable[:, None]
     train = ~missing & usable[:, None]
     # references measured on the same nodes share one fit (a suite's task measured them together):
-    # one SVD for all of them, a penalty per reference
+    # one decomposition for all of them, a penalty per reference
     groups: dict[bytes, list[int]] = {}
-    fillable = wanted.any(axis=0) & (train.sum(axis=0) >= MIN_TRAIN) & ~own[:, cols].any(axis=1)
-    for j in np.flatnonzero(fillable):
+    for j in np.flatnonzero(fillable & wanted.any(axis=0) & (train.sum(axis=0) >= MIN_TRAIN)):
         groups.setdefault(np.packbits(train[:, j]).tobytes(), []).append(int(j))
     if not groups:
         return out
     filled = values.copy()
-    for refs in groups.values():
-        rows = train[:, refs[0]]
+    # the largest sets first, at most MAX_FITS of them: an imported suite's tasks make a few
+    # (Spare Cores: 6 at one thread, 9 at all CPUs); references missing each on its own nodes (scattered failures) would make
+    # one fit each, and are left as they were (projected from what those nodes measured)
+    for refs in sorted(groups.values(), key=len, reverse=True)[:MAX_FITS]:
+        rows = np.flatnonzero(train[:, refs[0]])
+        rows = rows[np.linspace(0, len(rows) - 1, min(len(rows), MAX_ROWS)).astype(int)]
         coef, intercept, error = _ridge_loo(z[rows], values[np.ix_(rows, refs)])
         out.error[refs] = error
         guess = z @ coef + intercept

@@ -585,7 +585,8 @@ def _filled(p: Profiles, used: np.ndarray, rows: np.ndarray, throughput: np.ndar
     """`throughput` (the nodes `used` x the references, key codes `rows`; in place) with the figures
     a node lacks filled in from its other measurements at one thread and at all of its CPUs
     (registry.match.impute)."""
-    if not np.isnan(throughput).any():
+    missing = np.isnan(throughput)
+    if not (missing.any(axis=0) & ((~missing).sum(axis=0) >= impute.MIN_TRAIN)).any():   # nothing to fill
         return impute.Filled(throughput, np.zeros(throughput.shape, dtype=bool), np.full(throughput.shape[1], np.nan))
     figures = []
     for threads in (np.ones(len(p.node_names)), p.cpus):      # exactly one thread, and all of the node's CPUs
