@@ -65,6 +65,29 @@ def test_declared_phases_covering_most_of_the_run_are_used():
     assert {p.method for p in choose_phases([_marker("io", 0, 1), _auto(1, 0, 10)], 10.0)} == {"auto"}
 
 
+def _region(name, a, b, busy):
+    return Phase(name, "omp", a, b, (b - a) / 10, b - a, intervals=[[a, b]],
+                 signature={"omp": {"busy_threads": busy}, "proc": {"cpu_util": 1.9}})
+
+
+def test_a_gap_between_openmp_regions_takes_its_own_cpu_use_not_its_segments():
+    """A 10 s segment kept 1.5 CPUs busy and held a 2-thread region of 5 s: the other 5 s kept one
+    CPU busy ((1.5 x 10 - 2 x 5) / 5), a serial gap, not a 1.5-CPU one (NPB MG.A, docs/match.md)."""
+    seg = Phase("segment 1", "auto", 0, 10, 1.0, 10.0, intervals=[[0, 10]],
+                signature={"proc": {"cpu_util": 1.5, "wss_llc": 3.0}, "sched": {"demand": 1.6}})
+    chosen = choose_phases([_region("main._omp_fn.0", 2, 7, 2.0), seg], 10.0)
+    gap = next(p for p in chosen if p.method == "auto")
+    assert gap.intervals == [[0, 2], [7, 10]]
+    assert gap.signature["proc"]["cpu_util"] == pytest.approx(1.0)
+    assert gap.signature["sched"]["demand"] == pytest.approx(1.2)
+    assert gap.signature["proc"]["wss_llc"] == 3.0 and seg.signature["proc"]["cpu_util"] == 1.5   # the rest as it was
+    # never below the one CPU a busy segment's master thread keeps, never above the segment's figure
+    low = choose_phases([_region("r", 2, 7, 2.0), _auto(1, 0, 10, cpu=1.2)], 10.0)
+    assert next(p for p in low if p.method == "auto").signature["proc"]["cpu_util"] == pytest.approx(1.0)
+    high = choose_phases([_region("r", 2, 7, 0.5), _auto(1, 0, 10, cpu=1.2)], 10.0)
+    assert next(p for p in high if p.method == "auto").signature["proc"]["cpu_util"] == pytest.approx(1.2)
+
+
 def test_a_trace_file_whose_weights_sum_past_the_run_is_refused(tmp_path):
     bad = _trace([Phase("solve", "marker", 0, 9, 0.9, 9.0), Phase("kernel", "marker", 1, 6, 0.5, 5.0)])
     path = write_trace(bad, tmp_path / "nested.json")

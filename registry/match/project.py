@@ -72,7 +72,7 @@ def choose_phases(phases: list, wall_s: float, usable=None) -> list:
     declared = next((m for m in DECLARED if cover.get(m, 0.0) >= DECLARED_MIN_COVER), None)
     if declared is not None:
         return sorted(by_method[declared] + trace_phases.fill_gaps(by_method[declared], by_method.get("auto", []),
-                                                                   wall_s), key=lambda p: p.start_s)
+                                                                   wall_s, parallel_use), key=lambda p: p.start_s)
     best = max(cover.values())
     rank = {m: (METHOD_PREFERENCE.index(m) if m in METHOD_PREFERENCE else len(METHOD_PREFERENCE)) for m in cover}
     method = min((m for m in cover if cover[m] >= best - 0.02), key=lambda m: rank[m])
