@@ -45,9 +45,10 @@ def test_membench_both_header_versions(old):
     assert (read.unit, read.higher_is_better, read.threads, read.family) == ("MB/s", True, 0, "bandwidth")
 
 
-@pytest.mark.parametrize("size", ["inf", "-inf", "nan", "1e400"])
+@pytest.mark.parametrize("size", ["inf", "-inf", "nan", "1e400", "999999999999999999999999999999"])
 def test_a_membench_row_without_a_finite_size_is_skipped(size):
-    """The reader fuzzer's case: a size of inf crashed the import (OverflowError)."""
+    """The reader fuzzer's cases: a size of inf crashed the import (OverflowError), and a size of
+    10^30 KiB reached the database past INT64 (a database error, the whole server's import lost)."""
     text, figures = synth.membench(Server())
     header, first, *rest = text.splitlines()
     broken = first.split(",")
@@ -56,10 +57,20 @@ def test_a_membench_row_without_a_finite_size_is_skipped(size):
     assert got and len(got) < len(figures)
 
 
+def test_a_cache_past_a_pebibyte_is_no_cache_not_a_database_error():
+    """The reader fuzzer's case: an lscpu L3 of 10^30 bytes reached node_caches past INT64."""
+    from registry.io.sparecores.inventory import from_lscpu, lscpu_fields
+    text, _ = synth.lscpu(Server())
+    fields = lscpu_fields(text.replace('"8388608 (1 instance)"', '"' + "9" * 30 + ' (1 instance)"'))
+    levels = {c["level"] for c in from_lscpu(fields, "aws")["caches"]}
+    assert levels == {1, 2}
+
+
 def test_bw_mem_sizes_are_lmbench_megabytes():
     text, figures = synth.bw_mem(Server())
     got = _by_key(micro.parse_bw_mem(text))
     assert set(got) == set(figures)
+    assert len(micro.parse_bw_mem(text + "\nrd 1e30 5000.0\n")) == len(got)     # no pebibyte working set
     assert got["sparecores:bw_mem:rd:16KB:all"].ws_bytes == 16384
     assert got["sparecores:bw_mem:rdwr:512MB:all"].ws_bytes == 512_000_000
     with pytest.raises(ValueError):

@@ -18,6 +18,9 @@ _CACHE_FIELDS = {"L1d cache:": (1, "Data"), "L1i cache:": (1, "Instruction"), "L
                  "L3 cache:": (3, "Unified")}
 
 
+_MAX_BYTES = 2**50    # a cache (or memory) past a pebibyte is a damaged figure, and past INT64 a database error
+
+
 def _int(value) -> int | None:
     try:
         n = int(str(value).strip())
@@ -52,10 +55,10 @@ def _caches(fields: dict[str, str], vcpus: int | None) -> list[dict]:
     out = []
     for name, (level, kind) in _CACHE_FIELDS.items():
         m = _CACHE.match(fields.get(name, ""))
-        if not m or int(m[1]) <= 0:
+        if not m or not 0 < int(m[1]) <= _MAX_BYTES:
             continue
         total, instances = int(m[1]), int(m[2]) if m[2] else 1
-        if instances <= 0 or total // instances <= 0:
+        if not 0 < instances < 2**31 or total // instances <= 0:
             continue
         out.append({"level": level, "cache_type": kind, "size_bytes": total // instances, "instances": instances,
                     "shared_by": (vcpus // instances) if vcpus and vcpus >= instances else None})
@@ -92,9 +95,9 @@ def from_specs(spec: dict) -> dict:
     """The fields of a specs dump's server document that the inventory uses."""
     def num(key):
         v = spec.get(key)
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 2**31 else None
 
-    memory_mib = num("memory_amount")
+    memory_mib = num("memory_amount")     # (MiB: under 2^31 of them, 2 PiB)
     model = " ".join(str(spec[k]) for k in ("cpu_manufacturer", "cpu_family", "cpu_model") if spec.get(k)) or None
     return {
         "architecture": _ARCH.get(str(spec.get("cpu_architecture") or "").upper()),

@@ -35,6 +35,7 @@ from registry.io.sparecores.figures import first_each, positive
 from registry.io.sparecores.records import Measurement
 
 ALL = 0   # ub_configs.threads for "all of the node's vCPUs"
+MAX_WS_BYTES = 2**50   # a working set past a pebibyte is no machine's: a damaged size (and past INT64, a database error)
 
 
 def _m(task: str, ub: str, what: str, family: str, unit: str, hib: bool, threads: int, value,
@@ -69,7 +70,7 @@ def parse_membench(text: str) -> list[Measurement]:
         except (ValueError, OverflowError):   # not a number, or inf: no size to name the config by
             continue
         op = (r.get("operation") or "").strip().lower()
-        if not re.fullmatch(r"[a-z_]+", op) or size <= 0:
+        if not re.fullmatch(r"[a-z_]+", op) or not 0 < size <= MAX_WS_BYTES:
             continue
         what = f"membench:{op}:{size_label(size)}"
         if op == "latency":
@@ -96,7 +97,7 @@ def parse_bw_mem(text: str) -> list[Measurement]:
             continue
         lines += 1
         size = positive(parts[1])
-        if size is None:
+        if size is None or size * 1e6 > MAX_WS_BYTES:
             continue
         label, n = _bw_mem_size(size)
         out.append(_m("bw_mem", "sc-bw_mem", f"bw_mem:{parts[0]}:{label}", "bandwidth", "MB/s", True, ALL,
