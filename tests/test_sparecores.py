@@ -438,3 +438,39 @@ def test_a_server_the_database_refuses_loses_no_other(db_url, tmp_path, monkeypa
     monkeypatch.setattr(store._Batch, "_runs", real)
     again = store.import_sparecores(open_registry(db_url), tmp_path / "clone")
     assert again.added["nodes"] == 1 and again.failed == []             # b.large on the next import
+
+
+def _ints(value, path=""):
+    """Every integer in a parsed record's values, with where it is."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _ints(v, f"{path}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _ints(v, f"{path}[{i}]")
+
+
+def test_no_number_of_any_output_reaches_the_database_past_its_column(tmp_path):
+    """Every number of every task's output, one at a time, replaced by 10^30: whatever the parser
+    keeps fits its column (sizes BIGINT, counts INTEGER). The reader fuzzer's random cases found two
+    such numbers (a membench size, an lscpu cache size) in CI runs; this visits them all."""
+    from fuzz_sparecores import _NUMBER
+    from registry.io.sparecores.server import parse_server
+
+    s = Server()
+    folder = tmp_path / "data" / s.vendor / s.name
+    for task, (text, _) in synth.writers(s, old_stressng=True).items():
+        for m in _NUMBER.finditer(text):
+            write_server(tmp_path, s, old_stressng=True)
+            write_task(tmp_path, s, task, text[:m.start()] + "9" * 30 + text[m.end():])
+            record = parse_server(folder)
+            found = [*_ints(record.inventory, "inventory"),
+                     *((f"{x.config_key}.ws_bytes", x.ws_bytes) for x in record.measurements if x.ws_bytes),
+                     *((f"{a.app}.threads", a.threads) for a in record.apps if a.threads)]
+            for where, n in found:
+                bound = 2**63 if where.endswith(("bytes", "ws_bytes")) else 2**31
+                assert 0 <= n < bound, (task, m.group(), where, n)

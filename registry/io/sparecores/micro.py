@@ -215,7 +215,7 @@ def parse_openssl(text: str) -> list[Measurement]:
         if not isinstance(r, dict):
             continue
         algo, block = str(r.get("algo", "")), r.get("block_size")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", algo) or not isinstance(block, int) or block <= 0:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", algo) or not isinstance(block, int) or not 0 < block <= MAX_WS_BYTES:
             continue
         out.append(_m("openssl", "sc-openssl", f"openssl:{algo}:{block}", "crypto", "bytes/s", True, ALL,
                       r.get("speed"), block))
