@@ -266,3 +266,11 @@ def test_a_type_that_did_not_run_a_reference_gets_it_filled_in_from_its_other_fi
     said = [w for w in out["warnings"] if "filled in" in w]
     assert said and all("on 8 of 69 nodes" in w for w in said)
     assert "1 of the 3 references" in said[0]
+    # and each prediction says which of its nearest references it did not measure
+    filled = {p["node"]: p["filled_in"] for p in out["predictions"]}
+    assert filled["aws:t62"] == [CPU] and filled["aws:t32"] == []
+    assert cli("match", "app", "--option", "k=2").code == 0          # stored, with it in the explanation
+    stored = {r["name"]: r["explanation_json"] for r in fetch_rows(
+        db_url, "SELECT n.name, p.explanation_json FROM predictions p JOIN nodes n ON n.node_id = p.node_id "
+                "WHERE n.name IN ('aws:t62', 'aws:t32')")}
+    assert json.loads(stored["aws:t62"])["filled_in"] == [CPU] and "filled_in" not in json.loads(stored["aws:t32"])

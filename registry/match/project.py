@@ -106,6 +106,7 @@ class PhaseResult:
     warnings: list[str] = field(default_factory=list)
     serial_share: float = 0.0     # share of its time projected with 1-thread configs (references.thread_parts)
     projected_by: str | None = None   # the model that projected it when not the one asked for (a fallback)
+    filled: dict[str, list[str]] = field(default_factory=dict)   # node -> its nearest references filled in there
 
 
 @dataclass(slots=True)   # (10,000 of them per match: made a third faster)
@@ -124,6 +125,8 @@ class NodeResult:
     steps: list[dict] = field(default_factory=list)   # how the interval was made, in order (`widen`)
     interval_group: str | None = None   # its calibration's group (registry.match.calibration.node_groups)
     interval_scale: float = 1.0         # the calibration's half-width multiplier applied to it
+    filled_in: list[str] = field(default_factory=list)   # the phases' nearest references it did not measure
+    # (registry.match.impute: filled in from its other figures)
 
     def widen(self, step: str, low: float, high: float) -> None:
         """Set the interval to (low, high) and record the step that made it: the headline interval is
@@ -172,7 +175,8 @@ class MatchResult:
                                 "high_s": n.high_s, "rank": n.rank, "speedup": n.speedup, "threads": n.threads,
                                 "cost": n.cost, "cost_low": n.cost_low, "cost_high": n.cost_high,
                                 "currency": n.currency, "interval_steps": n.steps,
-                                "interval_group": n.interval_group, "interval_scale": n.interval_scale}
+                                "interval_group": n.interval_group, "interval_scale": n.interval_scale,
+                                "filled_in": n.filled_in}
                                for n in self.nodes],
                "excluded": self.excluded, "calibration": self.calibration}
         out["phases"] = [{"name": p.name, "time_s": p.time_s, "mode": p.mode, "serial_share": p.serial_share,
@@ -347,7 +351,7 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
                                   profiles.n_cpus[profiles.base])
     features = _features(phase.signature)
     preds: NodePredictions | None = None
-    matches, warnings, threads = [], [], {}
+    matches, warnings, threads, filled = [], [], {}, {}
     for mode, k, share in parts:
         query = Query(phase.name, features, time_s * share)
         part, part_threads, base_threads, model, limits = _project_part(query, profiles, model_name, options, nodes,
@@ -357,13 +361,18 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
         warnings += [w for w in limits if w not in warnings]
         preds = _plus(preds, part)
         if hasattr(model, "nearest"):
+            nearest = model.nearest(query, 5)
             matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
-                         "share": round(share, 4)} for key, d in model.nearest(query, 5)]
+                         "share": round(share, 4)} for key, d in nearest]
+            for node, names in _fitted(profiles, model_name, options, mode, k, cache)[3].on(
+                    nodes, [key for key, _ in nearest]).items():
+                filled[node] = sorted({*filled.get(node, []), *names})
     if util is None and not (fixed_threads or trace.threads):
         warnings.append(f"phase {phase.name}: its CPU use is unknown (no /proc samples in it): taken as running "
                         "on all of each node's CPUs, which overstates the gain of a partly serial phase")
     serial = next((share for mode, k, share in parts if (mode, k) == ("fixed", 1)), 0.0)
-    return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, warnings, serial_share=serial)
+    return PhaseResult(phase.name, time_s, parts[0][0], threads, preds, matches, warnings, serial_share=serial,
+                       filled=filled)
 
 
 def _project_streamed(phase, time_s: float, inputs: "Inputs", model: str, options: dict | None, cache: dict,
@@ -522,6 +531,9 @@ def project(inputs: Inputs, *, model: str = PROJECTION, options: dict | None = N
                    for p in inputs.phases]
     covered = sum(r.time_s for r in results)
     nodes_out, warnings = _add_up(results, inputs.targets, wall, max(0.0, wall - covered))
+    if any(r.filled for r in results):
+        for n in nodes_out:
+            n.filled_in = sorted({name for r in results for name in r.filled.get(n.node, [])})
     threads = traced_threads(trace, inputs.profiles.n_cpus[inputs.base])
     warnings += _scaling_beyond_trace(nodes_out, threads)
     _widen(nodes_out, [float(trace.wall_s), *(t for _, n, t in inputs.runs if n is None or n == threads)],

@@ -565,6 +565,19 @@ class Imputed:
     cells: np.ndarray       # nodes x references
     error: np.ndarray       # per reference
 
+    def on(self, asked: list[str], references: list[str]) -> dict[str, list[str]]:
+        """Per node of `asked` where any was filled in: which of `references` (a phase's nearest)."""
+        cols = [self.references.index(r) for r in references if r in self.references]
+        if not cols or not self.cells.any():
+            return {}
+        index = {n: i for i, n in enumerate(self.nodes)}
+        out = {}
+        for n in asked:
+            i = index.get(n)
+            if i is not None and self.cells[i, cols].any():
+                out[n] = [self.references[j] for j in cols if self.cells[i, j]]
+        return out
+
     def warning(self, phase: str, asked: list[str]) -> list[str]:
         """One line for a phase projected onto `asked`, when some of their figures were filled in."""
         index = {n: i for i, n in enumerate(self.nodes)}

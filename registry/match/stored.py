@@ -128,6 +128,7 @@ def store_predictions(conn: sa.Connection, inputs: Inputs, result: MatchResult, 
         # the scale applied, so that later calibration sees the model's own widths, and the group it is one of
         return orjson.dumps({"base": result.base, "interval_scale": n.interval_scale,
                              **({"interval_group": n.interval_group} if n.interval_group else {}),
+                             **({"filled_in": n.filled_in} if n.filled_in else {}),
                              **({} if n.node == anchor else {"matches_in": anchor}), "phases": [
             {"name": p.name, "mode": p.mode, **({"matches": p.matches} if n.node == anchor else {}),
              "predicted_s": times[n.node]} for p, times in zip(result.phases, phase_times)]}).decode()
