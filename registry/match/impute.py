@@ -1,15 +1,15 @@
 """A reference's missing figures on a node, filled in from that node's other measurements.
 
 Why: an imported suite is not measured alike on every node type. Of Spare Cores' 2,723 server
-types, about 600 ran the 85-stressor task and membench; the rest have the older tasks only
-(PassMark, bw_mem, openssl, stress-ng's div16 curve). A phase matched to `stressng:qsort` on the
+types, 1,523 did not run the 85-stressor task and 1,500-2,200 have no membench figure at a given
+size; they have the older tasks (PassMark, bw_mem, openssl, stress-ng's div16 curve). A phase matched to `stressng:qsort` on the
 base node was projected on those types from whatever few configs they had, another reference set
 than the one that projected the same-CPU type: the ratio between two node types then mixed two
 kinds of work (a median bias of +16% to +114%, docs/sparecores-trace.md). On the types that did
 run both, the missing stressors follow from the older tasks closely: a ridge regression of the
 log throughput of `stressng:qsort` (one thread) on a node's PassMark, bw_mem, openssl and div16
-figures misses by a median 3% on types it was not fitted on (`scripts/validate_sparecores.py`
-prints the figures of this step, docs/sparecores-trace.md).
+figures misses by a median 2.4% on types it was not fitted on (`match` prints each phase's range
+of these errors; docs/sparecores-trace.md has them per reference).
 
 The rule: the predictors are the node x config figures, at one thread and at all of the node's
 CPUs, that nearly every node measured (`PREDICTOR_SHARE`); each reference is regressed on them
