@@ -2,14 +2,15 @@
 
 Why: an imported suite is not measured alike on every node type. Of Spare Cores' 2,723 server
 types, 1,523 did not run the 85-stressor task and 1,500-2,200 have no membench figure at a given
-size; they have the older tasks (PassMark, bw_mem, openssl, stress-ng's div16 curve). A phase matched to `stressng:qsort` on the
-base node was projected on those types from whatever few configs they had, another reference set
-than the one that projected the same-CPU type: the ratio between two node types then mixed two
-kinds of work (a median bias of +16% to +114%, docs/sparecores-trace.md). On the types that did
-run both, the missing stressors follow from the older tasks closely: a ridge regression of the
-log throughput of `stressng:qsort` (one thread) on a node's PassMark, bw_mem, openssl and div16
-figures misses by a median 2.4% on types it was not fitted on (`match` prints each phase's range
-of these errors; docs/sparecores-trace.md has them per reference).
+size; they have the older tasks (PassMark, bw_mem, openssl, stress-ng's div16 curve). A phase
+matched to `stressng:qsort` on the base node was projected on those types from whatever few
+configs they had, another reference set than the one that projected the same-CPU type: the
+ratio between two node types then mixed two kinds of work (a median bias of +16% to +114%,
+docs/sparecores-trace.md). On the types that did run both, the missing stressors follow from the
+older tasks closely: a ridge regression of the log throughput of `stressng:qsort` (one thread)
+on a node's PassMark, bw_mem, openssl and div16 figures misses by a median 2.4% on types it was
+not fitted on (`match` prints each phase's range of these errors; docs/sparecores-trace.md has
+them per reference).
 
 The rule: the predictors are the node x config figures, at one thread and at all of the node's
 CPUs, that nearly every node measured (`PREDICTOR_SHARE`); each reference is regressed on them
@@ -44,6 +45,18 @@ class Filled:
     imputed: np.ndarray     # nodes x references: filled in here
     error: np.ndarray       # per reference: the median |log error| of its regression left out (NaN: none)
 
+    @classmethod
+    def nothing(cls, values: np.ndarray) -> Filled:
+        """`values` as they were: nothing filled."""
+        return cls(values, np.zeros(values.shape, dtype=bool), np.full(values.shape[1], np.nan))
+
+
+def candidates(missing: np.ndarray) -> np.ndarray:
+    """Per reference (columns of `missing`, nodes x references): missing somewhere and measured on
+    enough nodes to learn it from. Where none is, nothing is filled, and the caller need not gather
+    predictors."""
+    return missing.any(axis=0) & ((~missing).sum(axis=0) >= MIN_TRAIN)
+
 
 def fill(values: np.ndarray, predictors: np.ndarray, own: np.ndarray) -> Filled:
     """`values` (nodes x references, log throughput, NaN = not measured) completed from
@@ -52,13 +65,13 @@ def fill(values: np.ndarray, predictors: np.ndarray, own: np.ndarray) -> Filled:
     count). A reference that is itself a predictor is not filled: it was measured nearly
     everywhere, and where it was not, the rule would read its own gap."""
     missing = np.isnan(values)
-    out = Filled(values, np.zeros(values.shape, dtype=bool), np.full(values.shape[1], np.nan))
+    out = Filled.nothing(values)
     present = np.isfinite(predictors)
     share = present.mean(axis=0)
     cols = share >= PREDICTOR_SHARE
     # (checked before anything costly: a registry where every node measured every reference, or
     # only references that are themselves predictors, pays for two counts)
-    fillable = missing.any(axis=0) & ((~missing).sum(axis=0) >= MIN_TRAIN) & ~own[:, cols].any(axis=1)
+    fillable = candidates(missing) & ~own[:, cols].any(axis=1)
     if not cols.any() or not fillable.any():
         return out
     if cols.sum() > MAX_PREDICTORS:         # the most often measured (a sweep of our kernels has thousands)
@@ -80,8 +93,9 @@ def fill(values: np.ndarray, predictors: np.ndarray, own: np.ndarray) -> Filled:
         return out
     filled = values.copy()
     # the largest sets first, at most MAX_FITS of them: an imported suite's tasks make a few
-    # (Spare Cores: 6 at one thread, 9 at all CPUs); references missing each on its own nodes (scattered failures) would make
-    # one fit each, and are left as they were (projected from what those nodes measured)
+    # (Spare Cores: 6 at one thread, 9 at all CPUs); references missing each on its own nodes
+    # (scattered failures) would make one fit each, and are left as they were (projected from what
+    # those nodes measured)
     for refs in sorted(groups.values(), key=len, reverse=True)[:MAX_FITS]:
         rows = np.flatnonzero(train[:, refs[0]])
         rows = rows[np.linspace(0, len(rows) - 1, min(len(rows), MAX_ROWS)).astype(int)]

@@ -570,18 +570,16 @@ class Imputed:
         cols = [self.references.index(r) for r in references if r in self.references]
         if not cols or not self.cells.any():
             return {}
-        index = {n: i for i, n in enumerate(self.nodes)}
         out = {}
         for n in asked:
-            i = index.get(n)
+            i = self._index.get(n)
             if i is not None and self.cells[i, cols].any():
                 out[n] = [self.references[j] for j in cols if self.cells[i, j]]
         return out
 
     def warning(self, phase: str, asked: list[str]) -> list[str]:
         """One line for a phase projected onto `asked`, when some of their figures were filled in."""
-        index = {n: i for i, n in enumerate(self.nodes)}
-        rows = [index[n] for n in asked if n in index]
+        rows = [self._index[n] for n in asked if n in self._index]
         filled = self.cells[rows]
         on = int(filled.any(axis=1).sum())
         if not on:
@@ -593,14 +591,18 @@ class Imputed:
                 "regression over the nodes that measured both; median error left out "
                 f"{100 * np.expm1(np.nanmin(errors)):.0f}-{100 * np.expm1(np.nanmax(errors)):.0f}%)"]
 
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        """node -> its row (read for every phase of a trace)."""
+        return {n: i for i, n in enumerate(self.nodes)}
+
 
 def _filled(p: Profiles, used: np.ndarray, rows: np.ndarray, throughput: np.ndarray) -> impute.Filled:
     """`throughput` (the nodes `used` x the references, key codes `rows`; in place) with the figures
     a node lacks filled in from its other measurements at one thread and at all of its CPUs
     (registry.match.impute)."""
-    missing = np.isnan(throughput)
-    if not (missing.any(axis=0) & ((~missing).sum(axis=0) >= impute.MIN_TRAIN)).any():   # nothing to fill
-        return impute.Filled(throughput, np.zeros(throughput.shape, dtype=bool), np.full(throughput.shape[1], np.nan))
+    if not impute.candidates(np.isnan(throughput)).any():     # nothing to fill: no predictors gathered
+        return impute.Filled.nothing(throughput)
     figures = []
     for threads in (np.ones(len(p.node_names)), p.cpus):      # exactly one thread, and all of the node's CPUs
         at = p.runs_at(threads)

@@ -6,6 +6,9 @@ import math
 from collections.abc import Callable, Iterable
 
 
+MAX_BYTES = 2**50   # a size (working set, block, cache) past a pebibyte: damaged (past INT64, a database error)
+
+
 def positive(value) -> float | None:
     """`value` as a float when it is a finite number above zero (a rate, a latency), else None."""
     try:

@@ -11,14 +11,12 @@ import json
 import re
 
 from registry.io.sparecores.family import classify
+from registry.io.sparecores.figures import MAX_BYTES
 
 _ARCH = {"X86_64": "x86_64", "ARM64": "aarch64", "I386": "i686", "ARM64_MAC": "aarch64", "X86_64_MAC": "x86_64"}
 _CACHE = re.compile(r"^\s*(\d+)\s*(?:\((\d+) instances?\))?")
 _CACHE_FIELDS = {"L1d cache:": (1, "Data"), "L1i cache:": (1, "Instruction"), "L2 cache:": (2, "Unified"),
                  "L3 cache:": (3, "Unified")}
-
-
-_MAX_BYTES = 2**50    # a cache (or memory) past a pebibyte is a damaged figure, and past INT64 a database error
 
 
 def _int(value) -> int | None:
@@ -55,7 +53,7 @@ def _caches(fields: dict[str, str], vcpus: int | None) -> list[dict]:
     out = []
     for name, (level, kind) in _CACHE_FIELDS.items():
         m = _CACHE.match(fields.get(name, ""))
-        if not m or not 0 < int(m[1]) <= _MAX_BYTES:
+        if not m or not 0 < int(m[1]) <= MAX_BYTES:
             continue
         total, instances = int(m[1]), int(m[2]) if m[2] else 1
         if not 0 < instances < 2**31 or total // instances <= 0:

@@ -31,11 +31,10 @@ import re
 
 import yaml
 
-from registry.io.sparecores.figures import first_each, positive
+from registry.io.sparecores.figures import MAX_BYTES, first_each, positive
 from registry.io.sparecores.records import Measurement
 
 ALL = 0   # ub_configs.threads for "all of the node's vCPUs"
-MAX_WS_BYTES = 2**50   # a working set past a pebibyte is no machine's: a damaged size (and past INT64, a database error)
 
 
 def _m(task: str, ub: str, what: str, family: str, unit: str, hib: bool, threads: int, value,
@@ -70,7 +69,7 @@ def parse_membench(text: str) -> list[Measurement]:
         except (ValueError, OverflowError):   # not a number, or inf: no size to name the config by
             continue
         op = (r.get("operation") or "").strip().lower()
-        if not re.fullmatch(r"[a-z_]+", op) or not 0 < size <= MAX_WS_BYTES:
+        if not re.fullmatch(r"[a-z_]+", op) or not 0 < size <= MAX_BYTES:
             continue
         what = f"membench:{op}:{size_label(size)}"
         if op == "latency":
@@ -97,7 +96,7 @@ def parse_bw_mem(text: str) -> list[Measurement]:
             continue
         lines += 1
         size = positive(parts[1])
-        if size is None or size * 1e6 > MAX_WS_BYTES:
+        if size is None or size * 1e6 > MAX_BYTES:
             continue
         label, n = _bw_mem_size(size)
         out.append(_m("bw_mem", "sc-bw_mem", f"bw_mem:{parts[0]}:{label}", "bandwidth", "MB/s", True, ALL,
@@ -215,7 +214,7 @@ def parse_openssl(text: str) -> list[Measurement]:
         if not isinstance(r, dict):
             continue
         algo, block = str(r.get("algo", "")), r.get("block_size")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", algo) or not isinstance(block, int) or not 0 < block <= MAX_WS_BYTES:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", algo) or not isinstance(block, int) or not 0 < block <= MAX_BYTES:
             continue
         out.append(_m("openssl", "sc-openssl", f"openssl:{algo}:{block}", "crypto", "bytes/s", True, ALL,
                       r.get("speed"), block))
