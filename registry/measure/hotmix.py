@@ -78,17 +78,17 @@ ATTACH_TIMEOUT_S = 5.0  # perf attaches in about 0.2 s; one that has not answere
 
 
 @contextlib.contextmanager
-def watching(pid: int, into: list[Sample] | None = None, directory: Path | None = None,
-             wait: bool = True) -> Iterator[list[Sample]]:
+def watching(pid: int, into: list[Sample] | None = None,
+             directory: Path | None = None) -> Iterator[list[Sample]]:
     """Sample the running process `pid` (and the threads and processes it starts from now on) while
     the block runs; the yielded list (`into`, if given) receives the samples when it ends. The block
     starts once perf has attached and enabled its event (perf's control pipe acknowledges it), so a
     caller that holds the process back until then (registry.measure.runner's gate) loses nothing of
     it. A process perf cannot watch gives no samples. `directory`: where perf writes its file (the
     tracer's, which its watchdog removes if nodereg is killed), else a temporary one of its own.
-    `wait=False`: start the block at once, sampling from when perf is ready (about 0.15 s later):
-    for a config's 0.3 s signature window, whose kernel repeats, half of it is sample enough, and
-    waiting would add 0.15 s to each of `profile --quick`'s 46 windows."""
+    The block always waits for perf's answer: a 0.3 s signature window that started at once and
+    left perf to catch up (about 0.15 s here) kept fewer than MIN_SAMPLES samples, so no mix, on a
+    loaded CI machine where perf took longer to start."""
     samples: list[Sample] = [] if into is None else into
     with contextlib.nullcontext(directory) if directory else tempfile.TemporaryDirectory(prefix="nodereg-mix-") as tmp:
         out = Path(tmp) / "perf.data"
@@ -105,7 +105,7 @@ def watching(pid: int, into: list[Sample] | None = None, directory: Path | None 
             os.close(ack_w)
         try:
             if proc is not None:
-                _enable(proc, ctl_w, ack_r, wait)
+                _enable(proc, ctl_w, ack_r)
             yield samples
         finally:
             if proc is not None:
@@ -122,13 +122,11 @@ def watching(pid: int, into: list[Sample] | None = None, directory: Path | None 
                 samples.extend(read(out))
 
 
-def _enable(proc: subprocess.Popen, ctl_w: int, ack_r: int, wait: bool) -> None:
+def _enable(proc: subprocess.Popen, ctl_w: int, ack_r: int) -> None:
     """Tell perf (started with its events disabled) to enable them, and wait for its answer."""
     try:
         os.write(ctl_w, b"enable\n")
     except BrokenPipeError:    # perf has exited (it could not attach)
-        return
-    if not wait:
         return
     deadline = time.monotonic() + ATTACH_TIMEOUT_S
     while proc.poll() is None and (left := deadline - time.monotonic()) > 0:

@@ -99,28 +99,30 @@ def measure(driver: Driver, config: Config, llc_bytes: int | None,
     # verify=0: the sweep verified this config (the chase's walk of its cycle: 1.4 s at 512 MiB)
     fixed = {"passes": passes, "warmup": max(1, passes // WARMUP_SHARE)} if passes else {"target": REP_S}
     driver.run({**config.driver_args(), "reps": 0, "verify": 0, **fixed})
-    sampler = TreeSampler(driver.proc.pid, wss_budget=None if beyond_caches(config) else WSS_BUDGET)
-    t0 = time.monotonic()
-    sampler.prime(0.0)
-    stop = threading.Event()
-
-    def sample_until_stopped() -> None:
-        while not stop.wait(INTERVAL_S):
-            sampler.sample(time.monotonic() - t0)
-
-    thread = threading.Thread(target=sample_until_stopped, daemon=True)
-    thread.start()
-    counting = perf.watching(driver.proc.pid, INTERVAL_S) if perf.available() else contextlib.nullcontext([])
     own_mix = mix_windows is None and hotmix.available()
-    sampling = hotmix.watching(driver.proc.pid, wait=False) if own_mix else contextlib.nullcontext([])
-    try:
-        with counting as counter_rows, sampling as mix_samples:
-            opened = time.monotonic()
-            driver.more(WINDOW_REPS)
-    finally:
-        stop.set()
-        thread.join()
-    end = time.monotonic() - t0
+    # perf's timer is enabled before the window opens (it took 0.15 s to answer here, longer on a
+    # loaded machine): the window's 0.3 s then hold only the kernel, for every source
+    with hotmix.watching(driver.proc.pid) if own_mix else contextlib.nullcontext([]) as mix_samples:
+        sampler = TreeSampler(driver.proc.pid, wss_budget=None if beyond_caches(config) else WSS_BUDGET)
+        t0 = time.monotonic()
+        sampler.prime(0.0)
+        stop = threading.Event()
+
+        def sample_until_stopped() -> None:
+            while not stop.wait(INTERVAL_S):
+                sampler.sample(time.monotonic() - t0)
+
+        thread = threading.Thread(target=sample_until_stopped, daemon=True)
+        thread.start()
+        counting = perf.watching(driver.proc.pid, INTERVAL_S) if perf.available() else contextlib.nullcontext([])
+        try:
+            with counting as counter_rows:
+                opened = time.monotonic()
+                driver.more(WINDOW_REPS)
+        finally:
+            stop.set()
+            thread.join()
+        end = time.monotonic() - t0
     if mix_windows is not None:
         mix_windows.append((config.key, opened, t0 + end))
     # the driver lives on (it is not a zombie whose memory is gone), so this last row keeps its
