@@ -118,26 +118,6 @@ def test_quick_plan_has_the_dependent_chain_wherever_the_other_compute_kernels_a
     assert threads("fp_chain", signed) == threads("scalar_fp64", signed) == plan.threads
 
 
-@pytest.mark.parametrize("mode", ["quick", "default"])
-def test_the_chase_runs_at_every_thread_count_at_each_level(mode):
-    """A phase of several threads that waits on memory latency (a compressor's match finder) needs a
-    latency-bound reference at its thread count: with the chase at one thread only, zstd -T2's main
-    phase matched the memory store at two threads (docs/validation.md, stop 21). Each thread
-    chases its own chain; the level points split the level among the threads; the size grid stays
-    at one thread outside --full (its cost grows with every thread count)."""
-    inv, topo = fake_inventory(cpus=16, l3_shared=16), flat_topology(cpus=16, per_llc=16)
-    plan = sweep.plan(inv, topo, mode)
-    def levels(name, t):
-        return {c.level for c in plan.configs if c.ub.name == name and c.threads == t and c.level}
-
-    chase = [c for c in plan.configs if c.ub.name == "chase"]
-    for t in plan.threads:      # the level points of the bandwidth kernels at that thread count
-        assert levels("chase", t) == levels("load", t) and {"L1", "memory"} <= levels("chase", t), t
-    assert {c.threads for c in chase if c.level is None} <= {1}        # the grid: one thread
-    signed = signatures.representatives(plan.configs)
-    assert {c.threads for c in signed if c.ub.name == "chase"} == set(plan.threads)
-
-
 def test_gemm_runs_from_l2_to_memory_with_its_side_from_each_level_point():
     """gemm, the compute kernel with a working set, runs at every level point but L1 (N would be
     about 15) at every thread count of the quick sweep, its N the multiple of 64 whose C, A and B

@@ -154,24 +154,24 @@ class SweepSettings:
     ratios: tuple[tuple[int, int], ...]       # footprint split between streams a and b
     grid: bool                                # thesis sizes on the grid (else: level points only)
     bandwidth_grid: bool                      # bandwidth kernels on the grid too
-    chase_grid: bool                          # the chase on the size grid too (at its level points always)
+    chase_grid: bool
     scatter: bool                             # also scatter placement where it differs
-    chase_grid_all_threads: bool              # ... at every thread count (else at the first only)
+    chase_all_threads: bool
 
 
 E = None  # "one element" in stride tables
 SETTINGS = {
     "quick": SweepSettings(1, (E,), (600,), ((E, E),), ((4, 1),), grid=False, bandwidth_grid=False,
-                           chase_grid=False, scatter=False, chase_grid_all_threads=False),
+                           chase_grid=False, scatter=False, chase_all_threads=False),
     "default": SweepSettings(1, (E, 64, 600, 32000), (64, 600, 32000), ((E, E), (32000, E)), ((4, 1),),
                              grid=True, bandwidth_grid=False, chase_grid=True, scatter=True,
-                             chase_grid_all_threads=False),
+                             chase_all_threads=False),
     "full": SweepSettings(2, (E, 16, 32, 64, 128, 256, 512, 600, 1024, 4096, 8192, 32000),
                           (64, 256, 600, 4096, 32000),
                           ((E, E), (64, E), (600, E), (4096, E), (32000, E), (E, 64), (E, 600), (E, 32000),
                            (32000, 32000)),
                           ((4, 1), (1, 1), (1, 4)), grid=True, bandwidth_grid=True, chase_grid=True, scatter=True,
-                          chase_grid_all_threads=True),
+                          chase_all_threads=True),
 }
 # MPI message sizes: 8 B to 4 MiB (every power of two in --full, of four otherwise)
 MPI_SIZES = {"quick": (8, 1024, 65536, 4 * KB * KB),
@@ -354,7 +354,7 @@ def plan(inv: Inventory, topology: Sequence[Cpu], mode: str = "default",
             points = level_points(inv, topology, cpus)
             for ub in kernels:
                 configs += _configs_for(ub, t, placement, cpus, s, grid, points, per_thread, line, inv, topology,
-                                        chase_grid_threads=threads if s.chase_grid_all_threads else threads[:1])
+                                        chase_threads=threads if s.chase_all_threads else threads[:1])
     configs += mpi_configs(mpi_kernels, topology, threads, mode, notes)
     kept = [c for c in configs if c.ws_bytes <= limit]
     if len(kept) < len(configs):
@@ -402,7 +402,7 @@ def jacobi_configs(ub: Microbenchmark, ranks: int, placement: str, cpus: tuple[i
 
 def _configs_for(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ...], s: SweepSettings,
                  grid: list[int], points: dict[str, int], per_thread: dict[str, int], line: int,
-                 inv: Inventory, topology: Sequence[Cpu], chase_grid_threads: Sequence[int]) -> list[Config]:
+                 inv: Inventory, topology: Sequence[Cpu], chase_threads: Sequence[int]) -> list[Config]:
     out: list[Config] = []
     if ub.family == "thesis":
         footprints = [(f, None) for f in grid] if s.grid else [(f, lvl) for lvl, f in per_thread.items()]
@@ -426,12 +426,10 @@ def _configs_for(ub: Microbenchmark, t: int, placement: str, cpus: tuple[int, ..
                 out.append(Config(ub, t, placement, cpus, n=n, nt=nt, level=lvl,
                                   ws_level=level_of(inv, topology, cpus, n * 8 * arrays)))
     elif ub.family == "latency":
-        # every thread count: a phase of several threads that waits on memory latency (a compressor's
-        # match finder, a hash join) scales like independent chases, not like a bandwidth kernel;
-        # with the chase at one thread only, zstd -T2 matched the memory store and was predicted 16%
-        # too fast on one CPU (docs/validation.md)
+        if t not in chase_threads:
+            return out
         sizes = [(lvl, ws // t) for lvl, ws in points.items()]
-        if s.chase_grid and t in chase_grid_threads:
+        if s.chase_grid:
             sizes += [(None, f) for f in grid]
         for lvl, per in sizes:
             n = max(16, per // line)
