@@ -172,7 +172,7 @@ def profile(
         _profile_suite(ctx, node, suite, quick, kernels, cachegrind, wait_idle, strict, as_json, started)
         return
     # imported here, as the other commands' start-up does not need the profiler
-    from registry.profile import cachegrind_pass, catalog, profiler, signatures
+    from registry.profile import cachegrind_pass, catalog, parallel_check, profiler, signatures
     from registry.profile.runner import estimate_s
     from registry.profile.summary import summarize
 
@@ -217,7 +217,13 @@ def profile(
                 _watch_host(watch, strict)
 
             record = profiler.measure(opts, prep, advance)
-        record.host_load = seen.merge(watch.seen).to_dict()
+        after = load.HostLoad(unscaled=parallel_check.unscaled(record.measurements, prep.topology))
+        if after.unscaled:
+            if strict:
+                raise UserError(f"{after.busy()}; nothing was stored (--strict)")
+            say(f"warning: {after.busy()}. The profile is stored with that caveat (`nodereg match` widens "
+                "its intervals); profile again for figures to rely on", err=True, style="yellow")
+        record.host_load = seen.merge(watch.seen).merge(after).to_dict()
         profiler.save(state(ctx).registry(), record)
 
     unstable = sum(m.unstable for m in record.measurements)

@@ -79,11 +79,14 @@ class CpuMeter:
 
 @dataclass
 class HostLoad:
-    """What was seen: the most other work (CPUs) and the other measurements, before and during."""
+    """What was seen: the most other work (CPUs) and the other measurements, before and during; and,
+    after a profile, its core-local kernels that did not scale over distinct cores
+    (registry.profile.parallel_check: the host shared what the guest sees as separate cores)."""
 
     other_cpus: float = 0.0
     loadavg_1m: float = 0.0
     measurers: list[str] = field(default_factory=list)
+    unscaled: list[str] = field(default_factory=list)
 
     def busy(self) -> str | None:
         """Why the host counts as busy, or None."""
@@ -92,11 +95,15 @@ class HostLoad:
         if self.other_cpus >= BUSY_CPUS:
             cpus = f"{self.other_cpus:.1f}"
             return f"other processes keep {cpus} {'CPU' if cpus == '1.0' else 'CPUs'} busy"
+        if self.unscaled:
+            return (f"threads on distinct cores did not run side by side ({self.unscaled[0]}): the host "
+                    "ran this machine's CPUs on shared physical cores for a while")
         return None
 
     def merge(self, other: "HostLoad") -> "HostLoad":
         return HostLoad(max(self.other_cpus, other.other_cpus), max(self.loadavg_1m, other.loadavg_1m),
-                        list(dict.fromkeys(self.measurers + other.measurers)))
+                        list(dict.fromkeys(self.measurers + other.measurers)),
+                        list(dict.fromkeys(self.unscaled + other.unscaled)))
 
     def to_dict(self) -> dict:
         return {**asdict(self), "other_cpus": round(self.other_cpus, 2), "busy": self.busy()}

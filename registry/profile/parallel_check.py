@@ -1,0 +1,45 @@
+"""Did the cores a profile used run side by side? A check of the profile's own measurements.
+
+The core-local compute kernels (each thread works in its own registers: no cache, memory or other
+shared resource) scale with threads on distinct cores nearly linearly: the all-core clock costs a
+few percent to a fifth. On the 2-vCPU KVM guest the project is built on, one `profile --quick` of
+its two CPUs (27 November 2026, 06:06 UTC) measured peak_fma at 58.7 GFLOP/s on two threads on two
+vCPUs against 58.3 on one (116.7 in a profile 32 minutes later), int_ops and scalar_fp64 likewise,
+for about ten seconds of the sweep, while its host-load watch saw 0.04 CPUs of other work: the
+hypervisor had run both vCPUs on one physical core, or taken one away without counting it as
+steal. Nothing in the guest shows that but the measurements themselves, and every projection from
+that profile took half the node for all of it (NPB EP.A, a pure compute program, predicted 39%
+too fast on one CPU; docs/validation.md, stop 21).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from registry.profile.placement import Cpu
+from registry.profile.runner import Measurement
+
+CORE_LOCAL = frozenset({"peak_fma", "scalar_fp64", "int_ops"})
+MIN_SCALING = 0.6     # of linear: below it, threads on distinct cores did not run side by side
+
+
+def unscaled(measurements: Sequence[Measurement], topology: Sequence[Cpu]) -> list[str]:
+    """'peak_fma x2: 1.0x one thread' for each core-local kernel whose threads ran on distinct cores
+    (where each ran, by the topology's cores) and did not reach MIN_SCALING of linear scaling over
+    the kernel's one-thread rate. Threads that shared a core (SMT siblings) are not checked: there
+    a core-local kernel legitimately stays near one core's rate."""
+    core_of = {c.cpu: (c.package, c.core) for c in topology}
+    one = {m.config.ub.name: m.gflops for m in measurements
+           if m.config.threads == 1 and m.config.ub.name in CORE_LOCAL and m.gflops}
+    out = []
+    for m in measurements:
+        name, threads = m.config.ub.name, m.config.threads
+        if name not in one or threads < 2 or not m.gflops:
+            continue
+        cores = {core_of.get(cpu) for cpu in m.cpus_used}
+        if None in cores or len(cores) < threads:
+            continue
+        scaling = m.gflops / one[name]
+        if scaling < MIN_SCALING * threads:
+            out.append(f"{name} x{threads}: {scaling:.1f}x one thread")
+    return out
