@@ -96,8 +96,9 @@ class HostLoad:
             cpus = f"{self.other_cpus:.1f}"
             return f"other processes keep {cpus} {'CPU' if cpus == '1.0' else 'CPUs'} busy"
         if self.unscaled:
-            return (f"threads on distinct cores did not run side by side ({self.unscaled[0]}): the host "
-                    "ran this machine's CPUs on shared physical cores for a while")
+            return (f"threads on distinct cores did not run side by side ({self.unscaled[0]}): something "
+                    "shared this machine's cores (a hypervisor that put its CPUs on one physical core, a "
+                    "CPU quota)")
         return None
 
     def merge(self, other: "HostLoad") -> "HostLoad":

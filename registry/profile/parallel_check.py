@@ -5,11 +5,12 @@ shared resource) scale with threads on distinct cores nearly linearly: the all-c
 few percent to a fifth. On the 2-vCPU KVM guest the project is built on, one `profile --quick` of
 its two CPUs (27 November 2026, 06:06 UTC) measured peak_fma at 58.7 GFLOP/s on two threads on two
 vCPUs against 58.3 on one (116.7 in a profile 32 minutes later), int_ops and scalar_fp64 likewise,
-for about ten seconds of the sweep, while its host-load watch saw 0.04 CPUs of other work: the
-hypervisor had run both vCPUs on one physical core, or taken one away without counting it as
-steal. Nothing in the guest shows that but the measurements themselves, and every projection from
-that profile took half the node for all of it (NPB EP.A, a pure compute program, predicted 39%
-too fast on one CPU; docs/validation.md, stop 21).
+over a stretch of the sweep, while its host-load watch saw 0.04 CPUs of other work: the hypervisor
+had run both vCPUs on one physical core, or taken one away without counting it as steal. Nothing
+in the guest shows that but the measurements themselves, and every projection from that profile
+took half the node for all of it (NPB EP.A, a pure compute program, predicted 39% too fast on one
+CPU; docs/validation.md, stop 21). A CPU quota below the CPUs a container sees does the same, for
+the whole profile: flagged too, since the node then cannot give its threads the cores it shows.
 """
 
 from __future__ import annotations
