@@ -4,6 +4,7 @@ per-core speed, a memory speed and a vCPU count; micro-benchmarks and apps are k
 plus noise, so a predictor that picks the wrong references or mis-scales fails."""
 
 import csv
+import dataclasses
 import json
 
 import numpy as np
@@ -208,7 +209,7 @@ def test_similar_runs_chooses_per_query_among_the_settings_the_inner_cv_tried():
         explained = model.predict(query(app, data.times[app], cal_nodes, True), ["Zen3-3"])[0].explanation
         tol, choice, _ = model._choose(True)
         setting = (explained["tolerance"], Choice(explained["app_weight"], explained["sharpness"], explained["other"]))
-        tried = [(t, c) for t, c, _, _ in model.fitted["tried"][True]]
+        tried = [(t, c) for t, c, *_ in model.fitted["tried"][True]]
         assert setting in tried and len(set(tried)) > 1
         if len(cal_nodes) == 1:
             assert setting == (tol, choice)
@@ -223,8 +224,50 @@ def test_similar_runs_chooses_per_query_among_the_settings_the_inner_cv_tried():
     model.tolerance = None
     q = model.fitted["F"][twin]
     local_tol, local, _ = model._local_choice(True, q)
-    errors = {(t, c): per[targets.index(twin)] for t, c, per, _ in tried}
+    errors = {(t, c): per[targets.index(twin)] for t, c, per, *_ in tried}
     assert errors[(local_tol, local)] <= np.median(list(errors.values()))
+
+
+def test_similar_runs_interval_widens_for_an_app_unlike_its_references():
+    """Normalised conformal: the same app with one calibration run 0.6 log units off is unlike every
+    reference (its misfit several times the fitting app's) and gets a wider interval on every node; with
+    one calibration node nothing can be unlike: misfit 0, the interval still not a point."""
+    data, _ = world()
+    app = "compression:lz4-1:compress:1t"
+    cal_nodes = ["Zen4-0", "Graviton3-1", "IceLake-2"]
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    fits = query(app, data.times[app], cal_nodes, True)
+    off = dataclasses.replace(fits, signature={**fits.signature,
+                                               "cal.IceLake-2": fits.signature["cal.IceLake-2"] + 0.6})
+    targets = [n for n in data.times.index if n not in cal_nodes]
+    close, far = model.predict(fits, targets), model.predict(off, targets)
+    assert far[0].explanation["misfit"] > 2 * close[0].explanation["misfit"] > 0
+    for a, b in zip(close, far):
+        assert np.log(b.high_s / b.low_s) > 1.5 * np.log(a.high_s / a.low_s)
+    one = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes[:1]))
+    single = one.predict(query(app, data.times[app], cal_nodes[:1], True), targets)
+    assert single[0].explanation["misfit"] == 0.0 and single[0].high_s > single[0].low_s
+
+
+def test_similar_runs_interval_of_an_unscored_node_pools_its_architecture(monkeypatch):
+    """The inner cross-validation scores a subset of the nodes; a node outside it takes the quantile
+    pooled over the scored nodes of its own architecture, so that where ARM nodes' errors are larger
+    (x86 calibration nodes) an unscored ARM node's interval is wider than an unscored x86 node's."""
+    monkeypatch.setattr("registry.models.similar_runs.INNER_NODES", 12)
+    data, _ = world()
+    app = "compression:lz4-1:compress:1t"
+    cal_nodes = ["Zen4-0", "Zen3-1", "IceLake-2"]
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    nodes = model.fitted["nodes"]
+    scored = model.scored_nodes()
+    arm = data.nodes.loc[nodes, "architecture"].to_numpy() == "aarch64"
+    assert arm[scored].any() and (~arm[scored]).any()
+    err = np.full((12, len(scored)), 0.05)
+    err[:, arm[scored]] = 0.2
+    widths = model._widths(err, np.zeros(12))
+    unscored = np.setdiff1d(np.arange(len(nodes)), scored)
+    on_arm, on_x86 = widths.at(0.0)[unscored[arm[unscored]]], widths.at(0.0)[unscored[~arm[unscored]]]
+    assert np.allclose(on_arm, 0.2) and np.allclose(on_x86, 0.05)
 
 
 def test_similar_runs_judges_references_on_the_querys_app_group():

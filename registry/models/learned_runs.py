@@ -242,32 +242,16 @@ class _LearnedRuns(SimilarRunsModel):
             log = log + stacked
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, learned["half"], explanation)
 
-    # -- fit and storage -----------------------------------------------------------------------
-
-    def fit(self, refs) -> _LearnedRuns:
-        super().fit(refs)
-        nf = refs.node_features
-        if nf is not None and {"n_cpus", "memory_bytes", "aarch64"} <= set(nf.columns):
-            nf = nf.reindex(self.fitted["nodes"])
-            self.fitted["node_features"] = {c: nf[c].to_numpy(dtype=float) for c in ("n_cpus", "memory_bytes",
-                                                                                      "aarch64")}
-        return self
+    # -- storage -------------------------------------------------------------------------------
 
     def params(self) -> dict:
-        out = super().params() | {"trees": self.trees}
-        nf = self.fitted.get("node_features")
-        if nf is not None:
-            out["node_features"] = {c: [None if not np.isfinite(v) else float(v) for v in col] for c, col in nf.items()}
-        return out
+        return super().params() | {"trees": self.trees}
 
     @classmethod
     def from_params(cls, params: dict) -> _LearnedRuns:
         base = SimilarRunsModel.from_params(params)
         model = cls(base.coverage, base.tolerance, params.get("trees", TREES["max_iter"]))
         model.fitted = base.fitted
-        if model.fitted is not None and params.get("node_features") is not None:
-            model.fitted["node_features"] = {c: np.array([np.nan if v is None else v for v in col], dtype=float)
-                                             for c, col in params["node_features"].items()}
         return model
 
 

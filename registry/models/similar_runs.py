@@ -23,9 +23,12 @@ reference apps whose pattern resembles its own (docs/crossarch.md). The referenc
 those of the query's thread class, or, for an app of a known group (Geekbench single-core or
 multi-core, compression, Redis and the static web server: known from its name) with another family
 of that group among them, that group's alone (`scope`): a Geekbench workload's references are judged
-on the other Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals: per
-node, the quantile of the reference applications' absolute log errors at the nominal coverage
-(split-conformal in spirit; calibrated on apps, not on the app predicted).
+on the other Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals:
+normalised split-conformal, calibrated on the reference apps, not on the app predicted. Each inner
+target's absolute log errors are divided by (floor + its misfit: how unlike its references its own
+pattern is, `misfit`), per node the quantile at the nominal coverage, and the query's interval is that
+times (floor + the query's misfit): an app no reference fits over the calibration nodes gets a wider
+interval than one several fit closely (with one calibration node every misfit is 0).
 """
 
 from __future__ import annotations
@@ -50,8 +53,22 @@ APP_WEIGHTS = (1.0, 10.0, 100.0)
 SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean error (None: no such prior)
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_GROUP_FAMILIES = 1         # other app families of the query's app group before its own scope serves
+NODE_FEATURES = ("n_cpus", "memory_bytes", "aarch64")   # what the models may know of a node besides its references
+MIN_MISFIT_FLOOR = 0.01     # log units: the interval's misfit scale never rests on less (one calibration node: 0)
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
+
+
+class Widths(NamedTuple):
+    """An interval's half widths (log units) scaled by the query's misfit (`misfit`): per node,
+    `per_node * (floor + misfit)`. Normalised split-conformal: the inner cross-validation's absolute
+    errors divided by (floor + each inner target's own misfit) give the per-node quantile, so that an app
+    unlike every reference gets a wider interval than one that several references fit closely."""
+    per_node: np.ndarray
+    floor: float
+
+    def at(self, query_misfit: float) -> np.ndarray:
+        return self.per_node * (self.floor + query_misfit)
 
 
 class Choice(NamedTuple):
@@ -83,10 +100,11 @@ def app_groups(names: list[str]) -> np.ndarray:
     return np.array([app_group(str(n)) or "" for n in names], dtype=object)
 
 
-def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
-                        ) -> np.ndarray:
-    """Log predictions on every node (columns of L) of queries q (Q x C patterns) from references with
-    patterns F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused)."""
+def pattern_weights(F: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(w, b, sse), each Q x R: the weights of references with patterns F (R x C) for queries q (Q x C
+    patterns) under the prior (Q x R, 0 = unused; each row's largest weight is 1), the offsets b (mean
+    gap) and the squared misfits of the centred patterns."""
     # the gaps q - F_r without a Q x R x C array (C may be thousands of measured nodes):
     # b = mean gap, SSE = sum of squared gaps - C b^2
     c = F.shape[1]
@@ -96,7 +114,23 @@ def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.n
     with np.errstate(divide="ignore"):
         logw = np.log(prior) - sse / (2 * tolerance ** 2)
     logw -= np.nanmax(np.where(np.isfinite(logw), logw, -np.inf), axis=1, keepdims=True)
-    w = np.where(np.isfinite(logw), np.exp(logw), 0.0)
+    return np.where(np.isfinite(logw), np.exp(logw), 0.0), b, sse
+
+
+def misfit(F: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float) -> np.ndarray:
+    """Per query, how unlike its references it is: the root mean squared gap of its centred pattern to
+    theirs per degree of freedom (C - 1 calibration nodes), averaged under the weights (log units; 0 with
+    one calibration node, where every pattern fits)."""
+    w, _, sse = pattern_weights(F, q, prior, tolerance)
+    total = np.maximum(w.sum(axis=1), 1e-300)
+    return np.sqrt((w * sse).sum(axis=1) / total / max(F.shape[1] - 1, 1))
+
+
+def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
+                        ) -> np.ndarray:
+    """Log predictions on every node (columns of L) of queries q (Q x C patterns) from references with
+    patterns F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused)."""
+    w, b, _ = pattern_weights(F, q, prior, tolerance)
     measured = np.isfinite(L).astype(float)       # float: a bool operand makes every product below 2x slower
     Lz = np.where(measured > 0, L, 0.0)
     num = w @ Lz + (w * b) @ measured
@@ -177,8 +211,12 @@ class SimilarRunsModel(ProjectionModel):
                        "refs": [feats.rows[i] for i in np.flatnonzero(keep)],
                        "F": F[keep], "L": ratio.values[keep], "single": np.nan_to_num(meta[SINGLE]) > 0.5,
                        "app": np.nan_to_num(meta[IS_APP]) > 0.5}
-        self.fitted["tried"] = {}    # per query thread class: every (tolerance, Choice, per-app error, errors) tried
-        self.fitted["choice"] = {}   # per query thread class: (tolerance, app weight, half widths per node)
+        nf = refs.node_features
+        if nf is not None and set(NODE_FEATURES) <= set(nf.columns):
+            nf = nf.reindex(self.fitted["nodes"])
+            self.fitted["node_features"] = {c: nf[c].to_numpy(dtype=float) for c in NODE_FEATURES}
+        self.fitted["tried"] = {}    # per scope: every (tolerance, Choice, per-app error, errors, misfits) tried
+        self.fitted["choice"] = {}   # per scope: (tolerance, Choice, Widths)
         self.fitted["inner"] = {}    # per query thread class: (reference apps, nodes, their inner-CV log predictions)
         return self
 
@@ -272,8 +310,8 @@ class SimilarRunsModel(ProjectionModel):
         cache[key] = (E, E_minus, groups)
         return cache[key]
 
-    def _choose(self, single: bool, group: str | None = None) -> tuple[float, Choice, np.ndarray]:
-        """(tolerance, Choice, per-node half width of the interval) for queries of this thread class, by
+    def _choose(self, single: bool, group: str | None = None) -> tuple[float, Choice, Widths]:
+        """(tolerance, Choice, the interval's Widths) for queries of this thread class, by
         predicting each reference app of the class from the others (family left out): the tolerance
         and app weight over their grid, then (coordinate-wise, each kept only if it lowers the inner
         error) the track record's sharpness, the other thread class's weight, and the tolerance again."""
@@ -304,7 +342,7 @@ class SimilarRunsModel(ProjectionModel):
             err = np.abs(pred - L[targets])
             with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
                 warnings.simplefilter("ignore", RuntimeWarning)
-                tried.append((tol, choice, np.nanmedian(err, axis=1), err))
+                tried.append((tol, choice, np.nanmedian(err, axis=1), err, misfit(f["F"], f["F"][targets], prior, tol)))
             return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
 
         tried = f["tried"].setdefault(key, [])
@@ -321,29 +359,50 @@ class SimilarRunsModel(ProjectionModel):
         _, tol, weight, err, pred = min([best] + [inner(t, best[2]) for t in tolerances if t != best[1]],
                                         key=lambda r: r[0])
         f["inner"][key] = (targets, others, pred)
-        f["choice"][key] = (tol, weight, self._half_widths(err))
+        f["choice"][key] = (tol, weight, self._widths(*self._tried(key, tol, weight)[3:]))
         return f["choice"][key]
 
-    def _half_widths(self, err: np.ndarray) -> np.ndarray:
-        """Per node, the interval's half width in log units from the inner cross-validation's absolute
-        errors (targets x scored nodes): a node's own quantile where enough apps say so, else the pooled
-        one; nodes not scored: pooled."""
-        glob = np.nanquantile(err, self.coverage) if np.isfinite(err).any() else 0.5
-        half = np.full(len(self.fitted["nodes"]), glob)
-        per = column_quantile(err, self.coverage, at_least=10)
-        half[self.scored_nodes()] = np.where(np.isfinite(per), per, glob)
-        return half
+    def _tried(self, key, tol: float, choice: Choice) -> tuple:
+        """The inner cross-validation's record of one setting in this scope."""
+        return next(t for t in self.fitted["tried"][key] if t[0] == tol and t[1] == choice)
+
+    def _widths(self, err: np.ndarray, misfits: np.ndarray) -> Widths:
+        """The interval from the inner cross-validation's absolute errors (targets x scored nodes) and the
+        targets' misfits: each error over (floor + its target's misfit), the floor the targets' median
+        misfit; per node the quantile at the nominal coverage where enough apps say so, else the one pooled
+        over the scored nodes of its architecture (ARM or not: an ARM node predicted from x86 runs errs
+        more than the x86 nodes that dominate the pool), else over all of them."""
+        floor = max(float(np.median(misfits)) if len(misfits) else 0.0, MIN_MISFIT_FLOOR)
+        scores = err / (floor + misfits)[:, None]
+        glob = np.nanquantile(scores, self.coverage) if np.isfinite(scores).any() else 0.5 / floor
+        per_node = np.full(len(self.fitted["nodes"]), glob)
+        scored = self.scored_nodes()
+        kind = self._architectures()
+        for a in np.unique(kind[scored]):   # nodes without their own: the pooled quantile of their architecture
+            mine = scores[:, kind[scored] == a]
+            if np.isfinite(mine).sum() >= 10:
+                per_node[kind == a] = np.nanquantile(mine, self.coverage)
+        per = column_quantile(scores, self.coverage, at_least=10)
+        per_node[scored] = np.where(np.isfinite(per), per, per_node[scored])
+        return Widths(per_node, floor)
+
+    def _architectures(self) -> np.ndarray:
+        """Per node, 1 for an ARM node, 0 for any other (all 0 where the reference set said nothing)."""
+        nf = self.fitted.get("node_features")
+        if nf is None:
+            return np.zeros(len(self.fitted["nodes"]))
+        return np.nan_to_num(np.asarray(nf["aarch64"], dtype=float))
 
     def _local_choice(self, single: bool, q: np.ndarray, group: str | None = None
-                      ) -> tuple[float, Choice, np.ndarray]:
+                      ) -> tuple[float, Choice, Widths]:
         """The hyper-parameters for one query: of every setting the inner cross-validation tried, the one
         with the lowest error on the reference apps whose pattern resembles the query's (weight
         exp(-SSE / 2s^2), s the class's chosen tolerance, each app family counted once). With one
         calibration node every pattern is alike: the class's choice."""
         f = self.fitted
-        tol, choice, half = self._choose(single, group)
+        tol, choice, widths = self._choose(single, group)
         if len(q) < 2 or self.tolerance:
-            return tol, choice, half
+            return tol, choice, widths
         targets = self.inner_targets(single, group)
         fam = family_codes(f["refs"])[targets]
         patterns = f["F"][targets]
@@ -351,13 +410,13 @@ class SimilarRunsModel(ProjectionModel):
         sse = ((gaps - gaps.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
         v = np.exp(-(sse - sse.min()) / (2 * tol ** 2)) / np.bincount(fam)[fam]
         scores = []
-        for _, _, per_app, _ in f["tried"][self.scope(single, group)]:
+        for _, _, per_app, _, _ in f["tried"][self.scope(single, group)]:
             ok = np.isfinite(per_app)
             scores.append((v[ok] * per_app[ok]).sum() / max(v[ok].sum(), 1e-300) if ok.any() else np.inf)
-        local_tol, local, _, err = f["tried"][self.scope(single, group)][int(np.argmin(scores))]
+        local_tol, local, _, err, misfits = f["tried"][self.scope(single, group)][int(np.argmin(scores))]
         if (local_tol, local) == (tol, choice):
-            return tol, choice, half
-        return local_tol, local, self._half_widths(err)
+            return tol, choice, widths
+        return local_tol, local, self._widths(err, misfits)
 
     # -- predict -------------------------------------------------------------------------------
 
@@ -372,16 +431,18 @@ class SimilarRunsModel(ProjectionModel):
         q = np.array([float(sig[c]) for c in f["columns"]])
         single = float(sig.get(SINGLE, 0.0)) > 0.5
         group = app_groups([query.name])[0] or None
-        tol, weight, half = self._local_choice(single, q, group)
-        log = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight, group)[None, :], tol)[0]
+        tol, weight, widths = self._local_choice(single, q, group)
+        prior = self._prior(single, weight, group)[None, :]
+        log = weighted_projection(f["F"], f["L"], q[None, :], prior, tol)[0]
+        unlike = float(misfit(f["F"], q[None, :], prior, tol)[0])
         if weight != Choice(weight.app_weight) and np.isnan(log).any():
             # a track record or the other class's weight can put the weight on a few references; a node
             # where those were not measured gets the plain prior's prediction, not none
             plain = weighted_projection(f["F"], f["L"], q[None, :],
                                         self._prior(single, Choice(weight.app_weight))[None, :], tol)[0]
             log = np.where(np.isnan(log), plain, log)
-        return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
-                                {"tolerance": tol, **weight._asdict()})
+        return node_predictions(nodes, f["nodes"], query.base_time_s, log, widths.at(unlike),
+                                {"tolerance": tol, **weight._asdict(), "misfit": unlike})
 
     # -- storage -------------------------------------------------------------------------------
 
@@ -392,7 +453,13 @@ class SimilarRunsModel(ProjectionModel):
         return {"coverage": self.coverage, "tolerance": self.tolerance, "columns": f["columns"], "nodes": f["nodes"],
                 "refs": [str(r) for r in f["refs"]], "F": f["F"].tolist(),
                 "L": [[None if not np.isfinite(v) else float(v) for v in row] for row in f["L"]],
-                "single": f["single"].tolist(), "app": f["app"].tolist()}
+                "single": f["single"].tolist(), "app": f["app"].tolist()} | self._node_feature_params()
+
+    def _node_feature_params(self) -> dict:
+        nf = self.fitted.get("node_features")
+        if nf is None:
+            return {}
+        return {"node_features": {c: [None if not np.isfinite(v) else float(v) for v in col] for c, col in nf.items()}}
 
     @classmethod
     def from_params(cls, params: dict) -> SimilarRunsModel:
@@ -404,4 +471,7 @@ class SimilarRunsModel(ProjectionModel):
                                           dtype=float),
                             "single": np.array(params["single"], dtype=bool),
                             "app": np.array(params["app"], dtype=bool), "choice": {}, "inner": {}, "tried": {}}
+            if params.get("node_features") is not None:
+                model.fitted["node_features"] = {c: np.array([np.nan if v is None else v for v in col], dtype=float)
+                                                 for c, col in params["node_features"].items()}
         return model
