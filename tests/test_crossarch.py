@@ -387,6 +387,33 @@ def test_cli_evaluate_calibrate_and_match_from_runs(cli, db_url, tmp_path):
         assert by_path.out == match.out
 
 
+def test_cli_match_from_runs_warns_once_when_the_runs_fit_no_reference(cli, db_url, tmp_path):
+    """An app whose three runs move like a reference app is predicted without a word; the same runs with
+    one of them 0.6 log units off fit no reference: one warning below the table (not one per row) and
+    wider intervals."""
+    _import_world(cli, db_url, tmp_path / "clone")
+    nodes = ["aws:t1.large", "aws:t4.large", "aws:t7.large"]
+    like = json.loads(cli("--db", db_url, "sql", "--format", "json",
+                          "SELECT n.name AS node, median(r.time_s) AS t FROM runs r JOIN apps a USING (app_id) "
+                          "JOIN nodes n USING (node_id) WHERE a.name = 'compression:zstd-3:compress:1t' "
+                          "GROUP BY n.name").out)
+    times = {row["node"]: row["t"] for row in like}
+    for app, off in (("mine:close", 1.0), ("mine:loose", np.exp(0.6))):
+        for node in nodes:
+            t = 2 * times[node] * (off if node == nodes[1] else 1.0)
+            assert cli("--db", db_url, "runs", "add", app, node, "--threads", "1", "--time", str(t), "--new").code == 0
+    widths = {}
+    for app in ("mine:close", "mine:loose"):
+        out = cli("--db", db_url, "match", app, "--from-runs", "--runs-on", ",".join(nodes))
+        assert out.code == 0, out.err
+        said = out.err.count("fit no reference closely")
+        assert said == (app == "mine:loose") and "fit no reference" not in out.out
+        ranked = json.loads(cli("--db", db_url, "match", app, "--from-runs", "--runs-on", ",".join(nodes),
+                                "--json").out)
+        widths[app] = np.median([np.log(n["high_s"] / n["low_s"]) for n in ranked["nodes"]])
+    assert widths["mine:loose"] > 1.5 * widths["mine:close"]
+
+
 def test_cli_errors(cli, db_url, tmp_path):
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--seeds", "x"), "--seeds")
     assert_one_line_error(cli("--db", db_url, "evaluate", "--seed", "1"), "--calibrate")

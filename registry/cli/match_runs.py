@@ -28,11 +28,13 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
                     "ignored_runs_on": ignored, "not_predicted": unpredicted, "currency": data.currency,
                     "nodes": [{"rank": i + 1, **r.__dict__} for i, r in enumerate(shown)]})
         return
+    # a warning every node has (the app's own fit to its references) is said once, below the table
+    common = [w for w in shown[0].warnings if all(w in r.warnings for r in ranked)] if shown else []
     rows = [{"rank": i + 1, "node": r.node, "predicted_s": r.predicted_s,
              "interval_s": f"{r.low_s:.3g} - {r.high_s:.3g}",
              "cpu_family": r.cpu_family, "arch": r.architecture,
              "cost": None if r.cost is None else f"{r.cost:.3g} {data.currency}",
-             "warnings": "; ".join(r.warnings)} for i, r in enumerate(shown)]
+             "warnings": "; ".join(w for w in r.warnings if w not in common)} for i, r in enumerate(shown)]
     shown_columns = [c for c in rows[0] if c not in ("cost", "warnings") or any(r[c] for r in rows)] if rows else None
     print_table(rows, shown_columns, title=f"{app} measured on {', '.join(measured)}: predicted by {model}, by {objective} "
                             f"({len(ranked)} nodes)")
@@ -41,6 +43,8 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
             "there", err=True)
     if ignored:
         say(f"runs not used (node not in the suite {suite!r}): {', '.join(ignored)}", err=True)
+    for warning in common:
+        say(f"warning: {app}: {warning}", err=True)
     cross = sum(any("predicted from" in w for w in r.warnings) for r in ranked)
     if cross:
         say(f"warning: {cross} nodes are of an architecture none of the measured nodes has", err=True)

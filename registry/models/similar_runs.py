@@ -54,6 +54,7 @@ SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_GROUP_FAMILIES = 1         # other app families of the query's app group before its own scope serves
 NODE_FEATURES = ("n_cpus", "memory_bytes", "aarch64")   # what the models may know of a node besides its references
+LOOSE_FIT = 2.0               # a query's misfit over the reference apps' median above which match warns
 MIN_MISFIT_FLOOR = 0.01     # log units: the interval's misfit scale never rests on less (one calibration node: 0)
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
 INNER_NODES = 400              # nodes scored by the inner cross-validation (a fixed, spread subset)
@@ -165,9 +166,9 @@ def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
 
 
 def node_predictions(nodes: list[str], known: list[str], base_s: float, log: np.ndarray, half: np.ndarray,
-                     explanation: dict | None = None) -> list[NodePrediction]:
+                     explanation: dict | None = None, warnings: list[str] = ()) -> list[NodePrediction]:
     """One NodePrediction per node asked for (NaN where `known` lacks it or the log ratio is NaN):
-    time = base x exp(log), interval x exp(-/+ half)."""
+    time = base x exp(log), interval x exp(-/+ half); `warnings` on every one."""
     where = {n: i for i, n in enumerate(known)}
     idx = np.array([where.get(n, -1) for n in nodes], dtype=int)
     ok = idx >= 0
@@ -175,7 +176,7 @@ def node_predictions(nodes: list[str], known: list[str], base_s: float, log: np.
     h = np.where(ok, half[np.where(ok, idx, 0)], np.nan)
     t = base_s * np.exp(r)
     lo, hi = t * np.exp(-h), t * np.exp(h)
-    return [NodePrediction(n, float(a), float(b), float(c), dict(explanation or {}))
+    return [NodePrediction(n, float(a), float(b), float(c), dict(explanation or {}), list(warnings))
             for n, a, b, c in zip(nodes, t.tolist(), lo.tolist(), hi.tolist())]
 
 
@@ -441,8 +442,13 @@ class SimilarRunsModel(ProjectionModel):
             plain = weighted_projection(f["F"], f["L"], q[None, :],
                                         self._prior(single, Choice(weight.app_weight))[None, :], tol)[0]
             log = np.where(np.isnan(log), plain, log)
+        loose = []
+        if unlike > LOOSE_FIT * widths.floor:
+            loose.append(f"its runs fit no reference closely (misfit {unlike:.2f} log units, "
+                         f"{unlike / widths.floor:.1f}x the reference apps' median): intervals widened")
         return node_predictions(nodes, f["nodes"], query.base_time_s, log, widths.at(unlike),
-                                {"tolerance": tol, **weight._asdict(), "misfit": unlike})
+                                {"tolerance": tol, **weight._asdict(), "misfit": unlike,
+                                 "typical_misfit": widths.floor}, loose)
 
     # -- storage -------------------------------------------------------------------------------
 
