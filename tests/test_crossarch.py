@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from registry.crossarch import evaluate as cal
+from registry.crossarch import report
 from registry.crossarch.data import CrossData, app_family
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
@@ -95,6 +96,10 @@ def test_similar_runs_finds_the_app_in_a_known_world_and_beats_the_baselines():
     assert 0.5 <= mine["coverage"] <= 1.0
     slices = {r["slice"] for r in cal.summary(data, result)}
     assert {"geekbench-single", "geekbench-multi", "compression", "redis-web"} <= slices
+    # coverage by group: the models with intervals, not the baselines and the oracle (points only)
+    rows, columns = report.slice_rows(cal.summary(data, result), "coverage")
+    assert [r["model"] for r in rows] == ["similar-runs"] and "compression" in columns
+    assert all(0 <= rows[0][c] <= 100 for c in columns[1:] if rows[0].get(c) is not None)
 
 
 def test_vcpu_ratio_is_exact_for_an_app_that_scales_with_vcpus():

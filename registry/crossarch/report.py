@@ -27,7 +27,8 @@ def slice_rows(summary: list[dict], measure: str = "median_ae") -> tuple[list[di
     for r in summary:
         if r["slice"] in slices:
             rows.setdefault(r["model"], {"model": r["model"]})[r["slice"]] = pct(r[measure])
-    return list(rows.values()), ["model", *slices]
+    # a model without the measure anywhere (no intervals: the baselines' coverage) has no row
+    return [r for r in rows.values() if any(r.get(s) is not None for s in slices)], ["model", *slices]
 
 
 def targets(summary: list[dict], k: int, model: str) -> list[tuple[str, bool | None]]:
