@@ -275,6 +275,33 @@ def test_similar_runs_interval_of_an_unscored_node_pools_its_architecture(monkey
     assert np.allclose(on_arm, 0.2) and np.allclose(on_x86, 0.05)
 
 
+def test_similar_runs_interval_of_a_small_group_is_no_narrower_than_its_thread_class():
+    """The static web server's references are judged on Redis alone (its app group has one other family).
+    Here Redis moves exactly like a micro-benchmark, so its residuals alone would give a near-zero
+    interval; the static web server's is the wider of that group's and the all-CPU class's at every
+    node (one family's residuals are too few to calibrate on)."""
+    data, _ = world()
+    app = "static_web:1k:c1"
+    data.times["redis:set:p1"] = data.costs["sc:micro2:all"] * 5.0
+    data.times[app] = data.times["geekbench:beta:multi"] * 3.0
+    cal_nodes = ["Zen4-0", "Graviton3-1", "IceLake-2"]
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    assert model.scope(False, "redis-web") == (False, "redis-web")
+    targets = [n for n in data.times.index if n not in cal_nodes]
+    got = model.predict(query(app, data.times[app], cal_nodes, False), targets)
+    unlike = got[0].explanation["misfit"]
+    where = {n: i for i, n in enumerate(model.fitted["nodes"])}
+    idx = [where[n] for n in targets]
+    half = np.array([np.log(p.high_s / p.predicted_s) for p in got])
+    tol, choice, _ = model._local_choice(False, np.array([query(app, data.times[app], cal_nodes, False).signature[c]
+                                                          for c in model.fitted["columns"]]), "redis-web")
+    group = model._tried((False, "redis-web"), tol, choice)
+    own = model._widths(*group[3:]).at(unlike)[idx]
+    wider = model._choose(False)[2].at(unlike)[idx]
+    assert np.allclose(half, np.maximum(own, wider))
+    assert (half > own * 1.01).any()
+
+
 def test_similar_runs_judges_references_on_the_querys_app_group():
     """Geekbench workloads scale with core speed, the (more numerous) compression algorithms with memory
     speed. Across the thread class the memory-like reference has the better track record; on the other

@@ -28,7 +28,9 @@ normalised split-conformal, calibrated on the reference apps, not on the app pre
 target's absolute log errors are divided by (floor + its misfit: how unlike its references its own
 pattern is, `misfit`), per node the quantile at the nominal coverage, and the query's interval is that
 times (floor + the query's misfit): an app no reference fits over the calibration nodes gets a wider
-interval than one several fit closely (with one calibration node every misfit is 0).
+interval than one several fit closely (with one calibration node every misfit is 0). A node the inner
+cross-validation did not score takes the quantile of the scored nodes of its architecture, and a query
+of a small group no narrower an interval than its thread class's (`_half`).
 """
 
 from __future__ import annotations
@@ -387,6 +389,19 @@ class SimilarRunsModel(ProjectionModel):
         per_node[scored] = np.where(np.isfinite(per), per, per_node[scored])
         return Widths(per_node, floor)
 
+    def _half(self, single: bool, group: str | None, widths: Widths, unlike: float) -> np.ndarray:
+        """A query's interval half widths per node: its scope's at its misfit, and for a small group (fewer
+        than MIN_TRACK_FAMILIES families judge it: Redis for the static web server, and the reverse) no
+        narrower than its thread class's. One other family's residuals say little of how far the query's
+        own family strays: the static web server's intervals, judged on Redis alone, held 59% of its
+        outcomes (docs/crossarch.md)."""
+        half = widths.at(unlike)
+        key = self.scope(single, group)
+        if isinstance(key, tuple) and len(set(family_codes(self.fitted["refs"])[self.inner_targets(single, group)])) \
+                < MIN_TRACK_FAMILIES:
+            half = np.maximum(half, self._choose(single)[2].at(unlike))
+        return half
+
     def _architectures(self) -> np.ndarray:
         """Per node, 1 for an ARM node, 0 for any other (all 0 where the reference set said nothing)."""
         nf = self.fitted.get("node_features")
@@ -442,11 +457,12 @@ class SimilarRunsModel(ProjectionModel):
             plain = weighted_projection(f["F"], f["L"], q[None, :],
                                         self._prior(single, Choice(weight.app_weight))[None, :], tol)[0]
             log = np.where(np.isnan(log), plain, log)
+        half = self._half(single, group, widths, unlike)
         loose = []
         if unlike > LOOSE_FIT * widths.floor:
             loose.append(f"its runs fit no reference closely (misfit {unlike:.2f} log units, "
                          f"{unlike / widths.floor:.1f}x the reference apps' median): intervals widened")
-        return node_predictions(nodes, f["nodes"], query.base_time_s, log, widths.at(unlike),
+        return node_predictions(nodes, f["nodes"], query.base_time_s, log, half,
                                 {"tolerance": tol, **weight._asdict(), "misfit": unlike,
                                  "typical_misfit": widths.floor}, loose)
 
