@@ -442,6 +442,7 @@ def test_cli_match_from_runs_warns_once_when_the_runs_fit_no_reference(cli, db_u
         assert said == (app == "mine:loose") and "fit no reference" not in out.out
         ranked = json.loads(cli("--db", db_url, "match", app, "--from-runs", "--runs-on", ",".join(nodes),
                                 "--json").out)
+        assert len(ranked["warnings"]) == (app == "mine:loose")
         widths[app] = np.median([np.log(n["high_s"] / n["low_s"]) for n in ranked["nodes"]])
     assert widths["mine:loose"] > 1.5 * widths["mine:close"]
 

@@ -23,13 +23,13 @@ def match_from_runs(registry, app: str, *, model: str, options: dict, suite: str
     shown = ranked[:top] if top else ranked
     # nodes where the references that resemble the app were not measured (models.similar_runs)
     unpredicted = len(data.nodes) - len(measured) - len(ranked) if objective == "time" else 0
+    # a warning every node has (the app's own fit to its references) is said once, below the table
+    common = [w for w in shown[0].warnings if all(w in r.warnings for r in ranked)] if shown else []
     if as_json:
         print_json({"app": app, "model": model, "suite": suite, "objective": objective, "measured_on": measured,
                     "ignored_runs_on": ignored, "not_predicted": unpredicted, "currency": data.currency,
-                    "nodes": [{"rank": i + 1, **r.__dict__} for i, r in enumerate(shown)]})
+                    "warnings": common, "nodes": [{"rank": i + 1, **r.__dict__} for i, r in enumerate(shown)]})
         return
-    # a warning every node has (the app's own fit to its references) is said once, below the table
-    common = [w for w in shown[0].warnings if all(w in r.warnings for r in ranked)] if shown else []
     rows = [{"rank": i + 1, "node": r.node, "predicted_s": r.predicted_s,
              "interval_s": f"{r.low_s:.3g} - {r.high_s:.3g}",
              "cpu_family": r.cpu_family, "arch": r.architecture,
