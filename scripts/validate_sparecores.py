@@ -24,7 +24,9 @@ is named and its programs are skipped.
 For each program: the median |error| of the predicted ratio to the same-CPU type against the
 measured one over the imported nodes that measured the app, the Spearman correlation of predicted
 and measured times over them; then the medians over programs (the targets: error <= 15%,
-Spearman >= 0.9).
+Spearman >= 0.9). One more node set, "all, to the same-CPU group", divides by the geometric mean of
+every type of this machine's microarchitecture and vCPU count instead of one type, whose own
+measurement of an app would otherwise move every ratio.
 
 Then the intervals' calibration (registry.models.intervals, per interval group of `match`): each
 checked prediction's conformal score against the model's own interval (the scale `match` applied
@@ -78,6 +80,7 @@ COMPRESSORS = {   # algorithm -> (module, compress call, decompress call, levels
              "zstandard.ZstdDecompressor().decompress(blob)", (1, 7, 14, 22)),
 }
 REDIS_PIPELINES = (1, 16, 64, 256)
+GROUP_SET = "all, to the same-CPU group"   # the node set whose anchor is every type of this CPU and size
 QUICK = ("gzip-1:compress", "gzip-9:compress", "gzip-5:decompress", "bzip2-1:compress", "bzip2-9:decompress",
          "lzma-1:compress", "lzma-1:decompress", "redis:p16", "openssl", "stress-ng")
 TARGET_S = 2.0   # about how long each traced run lasts here
@@ -210,23 +213,28 @@ def measured(conn: sa.Connection, p: Program) -> dict[str, float]:
     return {n: statistics.median(ts) for n, ts in per.items()}
 
 
-def compare(pred: dict[str, float], meas: dict[str, float], same: str, among: set[str] | None = None,
+def compare(pred: dict[str, float], meas: dict[str, float], same: str | list[str], among: set[str] | None = None,
             bounds: dict[str, tuple[float, float]] | None = None) -> dict | None:
     """Predicted against measured ratios to the same-CPU type, over the nodes that have both (and
     are `among`); `bounds`: each node's interval (low, high seconds), whose share of measured
-    ratios inside it, both ends divided by the same-CPU type's prediction, is `inside`."""
-    nodes = sorted((set(pred) & set(meas) & (among if among is not None else set(pred))) - {same})
-    if same not in pred or same not in meas or len(nodes) < 3:
+    ratios inside it, both ends divided by the same-CPU type's prediction, is `inside`. `same` may be
+    a group of types: the anchor is then the geometric mean over those that have both figures, so that
+    one type's own measurement of the app does not move every ratio."""
+    anchors = [a for a in ([same] if isinstance(same, str) else same) if a in pred and a in meas]
+    nodes = sorted((set(pred) & set(meas) & (among if among is not None else set(pred))) - set(anchors))
+    if not anchors or len(nodes) < 3:
         return None
-    pr = np.array([pred[n] / pred[same] for n in nodes])
-    mr = np.array([meas[n] / meas[same] for n in nodes])
+    p0 = math.exp(statistics.fmean(math.log(pred[a]) for a in anchors))
+    m0 = math.exp(statistics.fmean(math.log(meas[a]) for a in anchors))
+    pr = np.array([pred[n] / p0 for n in nodes])
+    mr = np.array([meas[n] / m0 for n in nodes])
     err = pr / mr - 1.0
     rho = spearmanr([pred[n] for n in nodes], [meas[n] for n in nodes]).statistic
     out = {"nodes": len(nodes), "median_abs_error": float(np.median(np.abs(err))),
            "median_error": float(np.median(err)), "spearman": float(rho),
            "within_15": float(np.mean(np.abs(err) <= 0.15))}
     if bounds:
-        inside = [bounds[n][0] / pred[same] <= r <= bounds[n][1] / pred[same] for n, r in zip(nodes, mr)]
+        inside = [bounds[n][0] / p0 <= r <= bounds[n][1] / p0 for n, r in zip(nodes, mr)]
         out["inside"] = float(np.mean(inside))
     return out
 
@@ -385,7 +393,8 @@ def match_args(trace: str, p: Program) -> list[str]:
     return args
 
 
-def scored(doc: dict, meas: dict[str, float], same: dict[str, str], sets: dict[str, set[str] | None]) -> dict:
+def scored(doc: dict, meas: dict[str, float], same: dict[str, str | list[str]], sets: dict[str, set[str] | None]
+           ) -> dict:
     """`compare` of a match's predictions per node set."""
     pred = {r["node"]: r["predicted_s"] for r in doc["predictions"]}
     bounds = {r["node"]: (r["low_s"], r["high_s"]) for r in doc["predictions"]}
@@ -433,10 +442,17 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"error: {exc}")
         return 1
     sets = {"all": None, "full suite": full, "partial suite": partial}
-    same = {name: args.same or next((r["node"] for r in alike["like"] if among is None or r["node"] in among), "")
-            for name, among in sets.items()}
+    same: dict[str, str | list[str]] = {
+        name: args.same or next((r["node"] for r in alike["like"] if among is None or r["node"] in among), "")
+        for name, among in sets.items()}
+    # every type of this CPU's microarchitecture and vCPU count (`nodes like`'s first two tiers): the
+    # anchor as their geometric mean (`compare`), beside the single same-CPU type
+    group = [r["node"] for r in alike["like"] if r["tier"] <= 1 and r["n_cpus"] == alike["n_cpus"]]
+    if len(group) > 1:
+        sets[GROUP_SET] = None
+        same[GROUP_SET] = group
     console.print(f"{args.node} ({alike['cpu_family']}, {alike['n_cpus']} CPUs); same-CPU type: "
-                  + "; ".join(f"{name}: {same[name]}" for name in sets) + f"; full-suite nodes: {len(full)}")
+                  + "; ".join(f"{name}: {_named(same[name])}" for name in sets) + f"; full-suite nodes: {len(full)}")
     with tempfile.TemporaryDirectory(prefix="nodereg-scval-") as tmp_name:
         tmp = Path(tmp_name)
         chosen = programs(tmp, args.quick)
@@ -458,9 +474,9 @@ def main(argv: list[str] | None = None) -> int:
                                    args.without, args.rematch))
     done = [r for r in results if "skipped" not in r]
     for name in sets:
-        report(console, name, same[name], [(r, r["sets"][name]) for r in done if r["sets"].get(name)])
+        report(console, name, _named(same[name]), [(r, r["sets"][name]) for r in done if r["sets"].get(name)])
         if args.without:
-            report(console, f"{name}, without {args.without}", same[name],
+            report(console, f"{name}, without {args.without}", _named(same[name]),
                    [(r, r["without"][name]) for r in done if r["without"].get(name)], "nearest_without")
     calibration = held_out(done)
     report_calibration(console, calibration)
@@ -502,6 +518,10 @@ def shipped_entries(calibration: dict[str, dict], programs: int) -> dict:
                                         f"{c['held_out_inside']:.0%} inside",
                          "held_out_inside": round(c["held_out_inside"], 4)}
                         for group, c in calibration.items() if group]}
+
+
+def _named(same: str | list[str]) -> str:
+    return same if isinstance(same, str) else f"the geometric mean of {len(same)} types ({', '.join(same)})"
 
 
 def report(console: Console, name: str, same: str, rows: list[tuple[dict, dict]], nearest: str = "nearest") -> None:

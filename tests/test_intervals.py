@@ -233,6 +233,25 @@ def test_the_validation_scores_and_holds_out_program_families(monkeypatch):
     assert (read.scale, read.checks, read.calibrated) == (3.0, 24, True) and "6 programs" in read.shipped
 
 
+def test_validate_sparecores_compares_ratios_to_a_single_type_or_a_same_cpu_group():
+    """scripts/validate_sparecores.py's comparison: ratios to one same-CPU type carry that type's own
+    measurement into every node's error; to the geometric mean of a group of them, one type measured
+    twice too slow moves the anchor by a third of that (three types), not all of it."""
+    from script_module import script_module
+
+    with script_module("validate_sparecores") as v:
+        nodes = {f"n{i}": 1.0 + i for i in range(5)}
+        pred = {**nodes, "a": 1.0, "b": 1.0, "c": 1.0}
+        meas = {**nodes, "a": 2.0, "b": 1.0, "c": 1.0}        # type a ran the app twice as slow as predicted
+        one = v.compare(pred, meas, "a")
+        group = v.compare(pred, meas, ["a", "b", "c"])
+        assert one["nodes"] == 7 and group["nodes"] == 5       # the anchors are not scored
+        assert one["median_abs_error"] == pytest.approx(1.0)   # every ratio off by a's factor 2
+        assert group["median_abs_error"] == pytest.approx(2 ** (1 / 3) - 1)
+        assert group["spearman"] == pytest.approx(1.0)
+        assert v.compare(pred, meas, ["x", "y"]) is None       # no anchor measured: nothing to compare
+
+
 @both_backends
 def test_accuracy_reports_the_coverage_of_each_interval_group(cli, db_url, monkeypatch):
     """`nodereg accuracy` says how each group's intervals held (each is calibrated apart), beside
