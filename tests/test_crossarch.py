@@ -275,6 +275,28 @@ def test_similar_runs_interval_of_an_unscored_node_pools_its_architecture(monkey
     assert np.allclose(on_arm, 0.2) and np.allclose(on_x86, 0.05)
 
 
+def test_similar_runs_interval_of_an_unscored_node_pools_nodes_of_its_size(monkeypatch):
+    """An unscored node takes the quantile of the scored nodes of its architecture and of its size beside
+    the calibration nodes (`_size_bins`): where errors grow with the extrapolation in vCPUs, a node far
+    larger than every calibration node gets the far-larger nodes' width, one within their range theirs."""
+    monkeypatch.setattr("registry.models.similar_runs.INNER_NODES", 30)
+    data, _ = world()
+    small = data.nodes[data.nodes["n_cpus"] <= 4]
+    cal_nodes = [small[small["cpu_family"] == fam].index[0] for fam in small["cpu_family"].unique()[:3]]
+    app = "compression:zstd-1:compress:all"
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    bins, scored = model._size_bins(), model.scored_nodes()
+    assert {0, 3} <= set(bins[scored]) or {1, 3} <= set(bins[scored])
+    err = np.where(bins[scored] >= 2, 0.3, 0.05)[None, :].repeat(12, axis=0)
+    per_node = model._widths(err, np.zeros(12)).at(0.0)
+    arch = model._architectures()
+    pooled = {(arch[j], bins[j]) for j in scored}
+    checked = [i for i in np.setdiff1d(np.arange(len(bins)), scored) if (arch[i], bins[i]) in pooled]
+    assert {bins[i] >= 2 for i in checked} == {True, False}
+    for i in checked:
+        assert per_node[i] == pytest.approx(0.3 if bins[i] >= 2 else 0.05)
+
+
 def test_similar_runs_interval_of_a_small_group_is_no_narrower_than_its_thread_class():
     """The static web server's references are judged on Redis alone (its app group has one other family).
     Here Redis moves exactly like a micro-benchmark, so its residuals alone would give a near-zero

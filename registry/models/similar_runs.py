@@ -29,9 +29,10 @@ target's absolute log errors are divided by (floor + its misfit: how unlike its 
 pattern is, `misfit`), per node the quantile at the nominal coverage, and the query's interval is that
 times (floor + the query's misfit): an app no reference fits over the calibration nodes gets a wider
 interval than one several fit closely (with one calibration node every misfit is 0). A node the inner
-cross-validation did not score takes the quantile of the scored nodes of its architecture, a query of
-a small group no narrower an interval than its thread class's (`_half`), and a node that measured only
-a share s of the weighted references an interval 1 / sqrt(s) as wide (`measured_share`).
+cross-validation did not score takes the quantile of the scored nodes of its architecture and size
+beside the calibration nodes (`_size_bins`), a query of a small group no narrower an interval than its
+thread class's (`_half`), and a node that measured only a share s of the weighted references an
+interval 1 / sqrt(s) as wide (`measured_share`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_GROUP_FAMILIES = 1         # other app families of the query's app group before its own scope serves
 NODE_FEATURES = ("n_cpus", "memory_bytes", "aarch64")   # what the models may know of a node besides its references
+SIZE_EDGES = (0.5, 2.0)       # log vCPU ratio beyond the calibration nodes' range: the pools' size bins
 LOOSE_FIT = 2.0               # a query's misfit over the reference apps' median above which match warns
 MIN_MISFIT_FLOOR = 0.01     # log units: the interval's misfit scale never rests on less (one calibration node: 0)
 MIN_WEIGHT_SHARE = 0.05       # of the references' weight that must have been measured on a node to predict it
@@ -381,18 +383,23 @@ class SimilarRunsModel(ProjectionModel):
         """The interval from the inner cross-validation's absolute errors (targets x scored nodes) and the
         targets' misfits: each error over (floor + its target's misfit), the floor the targets' median
         misfit; per node the quantile at the nominal coverage where enough apps say so, else the one pooled
-        over the scored nodes of its architecture (ARM or not: an ARM node predicted from x86 runs errs
-        more than the x86 nodes that dominate the pool), else over all of them."""
+        over the scored nodes of its architecture and size beside the calibration nodes (`_size_bins`: an
+        all-CPU app errs more the farther its vCPUs are extrapolated), else of its architecture (ARM or
+        not: an ARM node predicted from x86 runs errs more than the x86 nodes that dominate the pool), else
+        over all of them."""
         floor = max(float(np.median(misfits)) if len(misfits) else 0.0, MIN_MISFIT_FLOOR)
         scores = err / (floor + misfits)[:, None]
         glob = np.nanquantile(scores, self.coverage) if np.isfinite(scores).any() else 0.5 / floor
         per_node = np.full(len(self.fitted["nodes"]), glob)
         scored = self.scored_nodes()
-        kind = self._architectures()
-        for a in np.unique(kind[scored]):   # nodes without their own: the pooled quantile of their architecture
-            mine = scores[:, kind[scored] == a]
-            if np.isfinite(mine).sum() >= 10:
-                per_node[kind == a] = np.nanquantile(mine, self.coverage)
+        # nodes without their own: the quantile pooled over the scored nodes of their architecture, then of
+        # their architecture and size beside the calibration nodes' where that pool has enough (the finer wins)
+        arch = self._architectures()
+        for pool in (arch, arch * 100 + self._size_bins()):
+            for key in np.unique(pool[scored]):
+                mine = scores[:, pool[scored] == key]
+                if np.isfinite(mine).sum() >= 10:
+                    per_node[pool == key] = np.nanquantile(mine, self.coverage)
         per = column_quantile(scores, self.coverage, at_least=10)
         per_node[scored] = np.where(np.isfinite(per), per, per_node[scored])
         return Widths(per_node, floor)
@@ -409,6 +416,25 @@ class SimilarRunsModel(ProjectionModel):
                 < MIN_TRACK_FAMILIES:
             half = np.maximum(half, self._choose(single)[2].at(unlike))
         return half
+
+    def _size_bins(self) -> np.ndarray:
+        """Per node, how far its vCPUs lie outside the calibration nodes' range, in bins of the log ratio
+        (0 inside; 1, 2, 3 above by up to 1.65x, 7.4x, more; -1, -2, -3 below alike): an all-CPU app errs
+        more the farther it is extrapolated. All 0 where the vCPUs are unknown."""
+        f = self.fitted
+        nf = f.get("node_features")
+        if nf is None:
+            return np.zeros(len(f["nodes"]), dtype=int)
+        vcpus = np.asarray(nf["n_cpus"], dtype=float)
+        where = {n: i for i, n in enumerate(f["nodes"])}
+        cal = vcpus[[where[c[len(CAL):]] for c in f["columns"] if c[len(CAL):] in where]]
+        if not len(cal) or not np.isfinite(cal).all():
+            return np.zeros(len(f["nodes"]), dtype=int)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            up, down = np.log(vcpus / cal.max()), np.log(vcpus / cal.min())
+        out = np.where(up > 0, np.digitize(up, SIZE_EDGES) + 1,
+                       np.where(down < 0, -(np.digitize(-down, SIZE_EDGES) + 1), 0))
+        return np.where(np.isfinite(vcpus), out, 0)
 
     def _architectures(self) -> np.ndarray:
         """Per node, 1 for an ARM node, 0 for any other (all 0 where the reference set said nothing)."""
