@@ -138,6 +138,21 @@ def test_from_runs_ranks_by_time_and_cost_and_warns_across_architectures():
     assert [r.cost for r in by_cost] == sorted(r.cost for r in by_cost)
 
 
+def test_from_runs_warns_where_an_all_cpu_app_is_extrapolated_far_in_vcpus():
+    """Measured on 2- and 4-vCPU nodes, an all-CPU app on a 32- or 64-vCPU node is 8x or more beyond them:
+    said per node; a one-CPU app on the same nodes is not (its scaling is not extrapolated)."""
+    data, _ = world()
+    small = data.nodes[data.nodes["n_cpus"] <= 4]
+    on = [small[small["cpu_family"] == fam].index[0] for fam in small["cpu_family"].unique()[:2]]
+    for app, single in (("compression:zstd-1:compress:all", False), ("compression:lz4-1:compress:1t", True)):
+        ranked = from_runs(data, app, {n: data.times.at[n, app] for n in on})
+        top = max(data.nodes.loc[on, "n_cpus"])
+        far = [r for r in ranked if data.nodes.at[r.node, "n_cpus"] > 7.4 * top]
+        assert far
+        said = [any("the app's scaling extrapolated" in w for w in r.warnings) for r in ranked]
+        assert said == [(not single) and data.nodes.at[r.node, "n_cpus"] > 7.4 * top for r in ranked]
+
+
 def test_a_node_without_the_apps_kind_of_references_is_not_predicted():
     """A node where none of the one-CPU references was measured (only all-CPU ones, as on some imported
     servers without Geekbench or single-thread runs) is left out, not predicted by all-CPU scaling."""

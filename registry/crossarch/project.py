@@ -3,9 +3,11 @@ projected onto every node of the suite by a projection model (default similar-ru
 or by cost per run, with intervals and warnings.
 
 Warnings per node: an architecture none of the measured nodes has ("aarch64 predicted from x86_64 runs
-only": the references carry the architecture's effect, but nothing of the app was seen on it), and a
+only": the references carry the architecture's effect, but nothing of the app was seen on it), a
 CPU family that none of the measured nodes has and that no other node of the suite shares (a node
-family never seen: its references are its own alone).
+family never seen: its references are its own alone), and, for an app that uses every CPU, vCPUs
+more than FAR times beyond the measured nodes' range (its scaling extrapolated: the interval is
+wider there too, registry.models.similar_runs `_size_bins`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from threadpoolctl import threadpool_limits
 from registry.crossarch.data import CrossData, app_family, single_threaded
 from registry.crossarch.references import ReferenceBank, query
 from registry.errors import UserError
+
+FAR = 7.4   # vCPUs this many times beyond the measured nodes' range: warned (similar_runs.SIZE_EDGES' e^2)
 
 
 @dataclass
@@ -37,8 +41,11 @@ class Warner:
     """The warnings of each node predicted from `calibration` (module docstring), with the node table
     read once (a pandas lookup per node made `match --from-runs` over 2,700 nodes take seconds)."""
 
-    def __init__(self, data: CrossData, calibration: list[str]):
+    def __init__(self, data: CrossData, calibration: list[str], single: bool = True):
         names = data.nodes.index.tolist()
+        self.vcpus = dict(zip(names, data.nodes["n_cpus"].astype(float).tolist())) if not single else {}
+        sizes = [self.vcpus[n] for n in calibration if np.isfinite(self.vcpus.get(n, np.nan))]
+        self.range = (min(sizes), max(sizes)) if sizes else None
         self.arch = dict(zip(names, data.nodes["architecture"].astype(str).tolist()))
         self.family = dict(zip(names, data.nodes["cpu_family"].astype(str).tolist()))
         self.family_size = Counter(self.family.values())
@@ -52,6 +59,11 @@ class Warner:
             out.append(f"{arch} predicted from {'/'.join(self.seen_arch)} runs only")
         if family not in self.seen_family and self.family_size.get(family, 0) <= 1:
             out.append(f"CPU family {family!r} never seen: no other node of the suite has it")
+        vcpus = self.vcpus.get(node, np.nan)
+        if self.range and np.isfinite(vcpus) and not self.range[0] / FAR <= vcpus <= self.range[1] * FAR:
+            side, edge = ("largest", self.range[1]) if vcpus > self.range[1] else ("smallest", self.range[0])
+            out.append(f"{vcpus:.0f} vCPUs, {max(vcpus / edge, edge / vcpus):.0f}x the {side} measured node's "
+                       f"{edge:.0f}: the app's scaling extrapolated")
         return out
 
 
@@ -74,7 +86,7 @@ def from_runs(data: CrossData, app: str, times: dict[str, float], model: str = "
         predictions = create(model, options=options or {}).fit(refs).predict(query(app, times, calibration, single),
                                                                                targets)
     out = []
-    warner = Warner(data, calibration)
+    warner = Warner(data, calibration, single)
     prices = dict(zip(data.prices.index.tolist(), data.prices.tolist())) if data.prices is not None else {}
     for p in predictions:
         if not np.isfinite(p.predicted_s):
