@@ -82,6 +82,7 @@ def hidden_hog(monkeypatch):
     hog.wait()
 
 
+@pytest.mark.alone   # the one-thread baseline measured beside the other worker's test could look scaled
 def test_a_profile_whose_threads_did_not_run_side_by_side_is_stored_with_the_caveat(cli, db_url, binary, hidden_hog):
     from test_first_hour import _count
 
