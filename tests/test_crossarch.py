@@ -508,6 +508,25 @@ def test_cli_match_from_runs_warns_once_when_the_runs_fit_no_reference(cli, db_u
     assert widths["mine:loose"] > 1.5 * widths["mine:close"]
 
 
+def test_app_runs_of_unknown_thread_count_are_not_one_thread_runs(cli, db_url, tmp_path):
+    """Imported all-CPU results have no thread count (NULL): `match --from-runs` must take them as
+    all-CPU, as `evaluate` does by the name; only runs that say one thread make an app one-thread."""
+    from registry.crossarch.data import app_runs
+    from registry.db import open_registry
+
+    _import_world(cli, db_url, tmp_path / "clone")
+    assert cli("--db", db_url, "runs", "add", "mine:serial", "aws:t1.large", "--threads", "1", "--time", "2",
+               "--new").code == 0
+    reg = open_registry(db_url, readonly=True)
+    try:
+        assert app_runs(reg, "geekbench:clang:multi")[1] is False
+        assert app_runs(reg, "redis:set:p1")[1] is False
+        assert app_runs(reg, "geekbench:clang:single")[1] is True
+        assert app_runs(reg, "mine:serial")[1] is True
+    finally:
+        reg.close()
+
+
 def test_cli_errors(cli, db_url, tmp_path):
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "3", "--seeds", "x"), "--seeds")
     assert_one_line_error(cli("--db", db_url, "evaluate", "--seed", "1"), "--calibrate")

@@ -126,4 +126,6 @@ def app_runs(registry, app: str, on: list[str] | None = None) -> tuple[dict[str,
             raise UserError(f"{app} has no measured run on {', '.join(missing)}")
         runs = runs[runs["node"].isin(on)]
     times = runs.groupby("node")["time_s"].median()
-    return {str(n): float(t) for n, t in times.items()}, bool((runs["threads"] == 1).all())
+    # a run of unknown thread count (NULL: every imported all-CPU result) is not a one-thread run; pandas'
+    # nullable `== 1` is NA there, and `.all()` would skip it
+    return {str(n): float(t) for n, t in times.items()}, bool(runs["threads"].eq(1).fillna(False).all())
