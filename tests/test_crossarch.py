@@ -342,7 +342,7 @@ def test_similar_runs_interval_of_a_small_group_is_no_narrower_than_its_thread_c
 def test_similar_runs_interval_widens_where_a_node_measured_few_of_the_weighted_references():
     """A node that measured only part of the references carrying the weight rests on fewer of them: its
     interval widens by 1 / sqrt(that share); the other nodes' intervals do not move."""
-    from registry.models.similar_runs import measured_share
+    from registry.models.similar_runs import project
 
     data, _ = world()
     app = "compression:lz4-1:compress:1t"
@@ -356,8 +356,8 @@ def test_similar_runs_interval_widens_where_a_node_measured_few_of_the_weighted_
     f["L"][::2, x] = np.nan                 # every other reference not measured there
     after = {p.node: np.log(p.high_s / p.low_s) for p in model.predict(q, targets)}
     tol, choice, _ = model._local_choice(True, np.array([q.signature[c] for c in f["columns"]]), "compression")
-    share = measured_share(f["F"], f["L"], np.array([[q.signature[c] for c in f["columns"]]]),
-                           model._prior(True, choice, "compression")[None, :], tol)[0, x]
+    share = project(f["F"], f["L"], np.array([[q.signature[c] for c in f["columns"]]]),
+                    model._prior(True, choice, "compression")[None, :], tol).share[0, x]
     assert 0.05 < share < 0.9
     assert after["Zen3-5"] == pytest.approx(before["Zen3-5"] / np.sqrt(share))
     assert all(after[n] == pytest.approx(before[n]) for n in targets if n != "Zen3-5")

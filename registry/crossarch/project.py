@@ -6,8 +6,8 @@ Warnings per node: an architecture none of the measured nodes has ("aarch64 pred
 only": the references carry the architecture's effect, but nothing of the app was seen on it), a
 CPU family that none of the measured nodes has and that no other node of the suite shares (a node
 family never seen: its references are its own alone), and, for an app that uses every CPU, vCPUs
-more than FAR times beyond the measured nodes' range (its scaling extrapolated: the interval is
-wider there too, registry.models.similar_runs `_size_bins`).
+more than e^FAR (7.4) times beyond the measured nodes' range (its scaling extrapolated: the interval
+is wider there too, registry.models.similar_runs `_size_bins`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from threadpoolctl import threadpool_limits
 from registry.crossarch.data import CrossData, app_family, single_threaded
 from registry.crossarch.references import ReferenceBank, query
 from registry.errors import UserError
+from registry.models.similar_runs import SIZE_EDGES, vcpus_beyond
 
-FAR = 7.4   # vCPUs this many times beyond the measured nodes' range: warned (similar_runs.SIZE_EDGES' e^2)
+FAR = SIZE_EDGES[-1]   # log vCPU ratio beyond the measured nodes' range past which a node is warned (7.4x)
 
 
 @dataclass
@@ -43,9 +44,13 @@ class Warner:
 
     def __init__(self, data: CrossData, calibration: list[str], single: bool = True):
         names = data.nodes.index.tolist()
-        self.vcpus = dict(zip(names, data.nodes["n_cpus"].astype(float).tolist())) if not single else {}
-        sizes = [self.vcpus[n] for n in calibration if np.isfinite(self.vcpus.get(n, np.nan))]
-        self.range = (min(sizes), max(sizes)) if sizes else None
+        vcpus = data.nodes["n_cpus"].to_numpy(dtype=float, na_value=np.nan)
+        self.vcpus = dict(zip(names, vcpus.tolist()))
+        sizes = data.nodes.loc[calibration, "n_cpus"].to_numpy(dtype=float, na_value=np.nan)
+        # an all-CPU app's scaling, extrapolated far beyond the measured nodes (a one-CPU app's is not)
+        far = not single and np.isfinite(sizes).all() and len(sizes)
+        self.beyond = dict(zip(names, vcpus_beyond(vcpus, sizes).tolist())) if far else {}
+        self.range = (sizes.min(), sizes.max()) if far else None
         self.arch = dict(zip(names, data.nodes["architecture"].astype(str).tolist()))
         self.family = dict(zip(names, data.nodes["cpu_family"].astype(str).tolist()))
         self.family_size = Counter(self.family.values())
@@ -59,10 +64,10 @@ class Warner:
             out.append(f"{arch} predicted from {'/'.join(self.seen_arch)} runs only")
         if family not in self.seen_family and self.family_size.get(family, 0) <= 1:
             out.append(f"CPU family {family!r} never seen: no other node of the suite has it")
-        vcpus = self.vcpus.get(node, np.nan)
-        if self.range and np.isfinite(vcpus) and not self.range[0] / FAR <= vcpus <= self.range[1] * FAR:
-            side, edge = ("largest", self.range[1]) if vcpus > self.range[1] else ("smallest", self.range[0])
-            out.append(f"{vcpus:.0f} vCPUs, {max(vcpus / edge, edge / vcpus):.0f}x the {side} measured node's "
+        beyond = self.beyond.get(node, np.nan)
+        if abs(beyond) > FAR:
+            side, edge = ("largest", self.range[1]) if beyond > 0 else ("smallest", self.range[0])
+            out.append(f"{self.vcpus[node]:.0f} vCPUs, {np.exp(abs(beyond)):.0f}x the {side} measured node's "
                        f"{edge:.0f}: the app's scaling extrapolated")
         return out
 

@@ -26,13 +26,13 @@ of that group among them, that group's alone (`scope`): a Geekbench workload's r
 on the other Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals:
 normalised split-conformal, calibrated on the reference apps, not on the app predicted. Each inner
 target's absolute log errors are divided by (floor + its misfit: how unlike its references its own
-pattern is, `misfit`), per node the quantile at the nominal coverage, and the query's interval is that
+pattern is, `Projection.misfit`), per node the quantile at the nominal coverage, and the query's interval is that
 times (floor + the query's misfit): an app no reference fits over the calibration nodes gets a wider
 interval than one several fit closely (with one calibration node every misfit is 0). A node the inner
 cross-validation did not score takes the quantile of the scored nodes of its architecture and size
 beside the calibration nodes (`_size_bins`), a query of a small group no narrower an interval than its
 thread class's (`_half`), and a node that measured only a share s of the weighted references an
-interval 1 / sqrt(s) as wide (`measured_share`).
+interval 1 / sqrt(s) as wide (`Projection.share`).
 """
 
 from __future__ import annotations
@@ -123,36 +123,46 @@ def pattern_weights(F: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: 
     return np.where(np.isfinite(logw), np.exp(logw), 0.0), b, sse
 
 
-def misfit(F: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float) -> np.ndarray:
-    """Per query, how unlike its references it is: the root mean squared gap of its centred pattern to
-    theirs per degree of freedom (C - 1 calibration nodes), averaged under the weights (log units; 0 with
-    one calibration node, where every pattern fits)."""
-    w, _, sse = pattern_weights(F, q, prior, tolerance)
-    total = np.maximum(w.sum(axis=1), 1e-300)
-    return np.sqrt((w * sse).sum(axis=1) / total / max(F.shape[1] - 1, 1))
+class Projection(NamedTuple):
+    """What `project` gives for each query: its log predictions on every node, the share of its
+    references' weight measured on each node (what a prediction rests on), and its misfit: how unlike
+    its references it is, the root mean squared gap of its centred pattern to theirs per degree of
+    freedom (C - 1 calibration nodes), averaged under the weights (log units; 0 with one calibration
+    node, where every pattern fits)."""
+    log: np.ndarray      # Q x N, NaN where not predicted
+    share: np.ndarray    # Q x N
+    misfit: np.ndarray   # Q
 
 
-def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
-                        ) -> np.ndarray:
-    """Log predictions on every node (columns of L) of queries q (Q x C patterns) from references with
-    patterns F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused)."""
-    w, b, _ = pattern_weights(F, q, prior, tolerance)
+def project(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float) -> Projection:
+    """Queries q (Q x C patterns) projected onto every node (columns of L) from references with patterns
+    F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused)."""
+    w, b, sse = pattern_weights(F, q, prior, tolerance)
     measured = np.isfinite(L).astype(float)       # float: a bool operand makes every product below 2x slower
     Lz = np.where(measured > 0, L, 0.0)
     num = w @ Lz + (w * b) @ measured
     den = w @ measured
+    total = np.maximum(w.sum(axis=1), 1e-300)
+    share = den / total[:, None]
     # a node where the references that carry the weight were not measured is not predicted: the mean
     # over the few that were (e.g. all-CPU ones, for a one-CPU app) would be another app's scaling
-    share = den / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((den > 0) & (share >= MIN_WEIGHT_SHARE), num / den, np.nan)
+        log = np.where((den > 0) & (share >= MIN_WEIGHT_SHARE), num / den, np.nan)
+    return Projection(log, share, np.sqrt((w * sse).sum(axis=1) / total / max(F.shape[1] - 1, 1)))
 
 
-def measured_share(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float) -> np.ndarray:
-    """Per query (rows) and node (columns), the share of the references' weight that was measured on the
-    node: what its prediction rests on (weighted_projection does not predict below MIN_WEIGHT_SHARE)."""
-    w, _, _ = pattern_weights(F, q, prior, tolerance)
-    return (w @ np.isfinite(L).astype(float)) / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
+def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
+                        ) -> np.ndarray:
+    """`project`'s log predictions alone."""
+    return project(F, L, q, prior, tolerance).log
+
+
+def vcpus_beyond(vcpus: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Per node, how far its vCPUs lie beyond the range of the `measured` nodes' (log ratio to the largest
+    above it, to the smallest below it, negative; 0 within; NaN where unknown)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up, down = np.log(vcpus / np.max(measured)), np.log(vcpus / np.min(measured))
+    return np.where(up > 0, up, np.where(down < 0, down, np.where(np.isfinite(vcpus), 0.0, np.nan)))
 
 
 def reliability_factor(E: np.ndarray, sharpness: float) -> np.ndarray:
@@ -337,7 +347,7 @@ class SimilarRunsModel(ProjectionModel):
         others = self.scored_nodes()
         L = f["L"][:, others]
         track = None
-        if len(set(fam[targets])) >= MIN_TRACK_FAMILIES:
+        if not self._few_families(single, group):
             _, E_minus, groups = self._track_records(single, group)
             track = E_minus[:, np.searchsorted(groups, fam[targets])].T
 
@@ -346,7 +356,8 @@ class SimilarRunsModel(ProjectionModel):
             if choice.sharpness:
                 prior = prior * reliability_factor(track, choice.sharpness)
             prior[fam[None, :] == fam[targets][:, None]] = 0.0
-            pred = weighted_projection(f["F"], L, f["F"][targets], prior, tol)
+            proj = project(f["F"], L, f["F"][targets], prior, tol)
+            pred = proj.log
             plain = (tol, choice.app_weight)
             if choice == Choice(choice.app_weight):
                 plain_pred[plain] = pred
@@ -355,7 +366,7 @@ class SimilarRunsModel(ProjectionModel):
             err = np.abs(pred - L[targets])
             with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
                 warnings.simplefilter("ignore", RuntimeWarning)
-                tried.append((tol, choice, np.nanmedian(err, axis=1), err, misfit(f["F"], f["F"][targets], prior, tol)))
+                tried.append((tol, choice, np.nanmedian(err, axis=1), err, proj.misfit))
             return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
 
         tried = f["tried"].setdefault(key, [])
@@ -411,11 +422,14 @@ class SimilarRunsModel(ProjectionModel):
         own family strays: the static web server's intervals, judged on Redis alone, held 59% of its
         outcomes (docs/crossarch.md)."""
         half = widths.at(unlike)
-        key = self.scope(single, group)
-        if isinstance(key, tuple) and len(set(family_codes(self.fitted["refs"])[self.inner_targets(single, group)])) \
-                < MIN_TRACK_FAMILIES:
+        if isinstance(self.scope(single, group), tuple) and self._few_families(single, group):
             half = np.maximum(half, self._choose(single)[2].at(unlike))
         return half
+
+    def _few_families(self, single: bool, group: str | None = None) -> bool:
+        """Whether fewer than MIN_TRACK_FAMILIES app families judge queries of this scope (too few for a
+        track record, or to calibrate an interval on alone)."""
+        return len(set(family_codes(self.fitted["refs"])[self.inner_targets(single, group)])) < MIN_TRACK_FAMILIES
 
     def _size_bins(self) -> np.ndarray:
         """Per node, how far its vCPUs lie outside the calibration nodes' range, in bins of the log ratio
@@ -430,11 +444,8 @@ class SimilarRunsModel(ProjectionModel):
         cal = vcpus[[where[c[len(CAL):]] for c in f["columns"] if c[len(CAL):] in where]]
         if not len(cal) or not np.isfinite(cal).all():
             return np.zeros(len(f["nodes"]), dtype=int)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            up, down = np.log(vcpus / cal.max()), np.log(vcpus / cal.min())
-        out = np.where(up > 0, np.digitize(up, SIZE_EDGES) + 1,
-                       np.where(down < 0, -(np.digitize(-down, SIZE_EDGES) + 1), 0))
-        return np.where(np.isfinite(vcpus), out, 0)
+        beyond = np.nan_to_num(vcpus_beyond(vcpus, cal))
+        return np.sign(beyond).astype(int) * np.where(beyond != 0, np.digitize(np.abs(beyond), SIZE_EDGES) + 1, 0)
 
     def _architectures(self) -> np.ndarray:
         """Per node, 1 for an ARM node, 0 for any other (all 0 where the reference set said nothing)."""
@@ -483,16 +494,15 @@ class SimilarRunsModel(ProjectionModel):
         group = app_groups([query.name])[0] or None
         tol, weight, widths = self._local_choice(single, q, group)
         prior = self._prior(single, weight, group)[None, :]
-        log = weighted_projection(f["F"], f["L"], q[None, :], prior, tol)[0]
-        share = measured_share(f["F"], f["L"], q[None, :], prior, tol)[0]
-        unlike = float(misfit(f["F"], q[None, :], prior, tol)[0])
+        proj = project(f["F"], f["L"], q[None, :], prior, tol)
+        log, share, unlike = proj.log[0], proj.share[0], float(proj.misfit[0])
         if weight != Choice(weight.app_weight) and np.isnan(log).any():
             # a track record or the other class's weight can put the weight on a few references; a node
             # where those were not measured gets the plain prior's prediction, not none
-            plain = self._prior(single, Choice(weight.app_weight))[None, :]
+            plain = project(f["F"], f["L"], q[None, :], self._prior(single, Choice(weight.app_weight))[None, :], tol)
             fallback = np.isnan(log)
-            log = np.where(fallback, weighted_projection(f["F"], f["L"], q[None, :], plain, tol)[0], log)
-            share = np.where(fallback, measured_share(f["F"], f["L"], q[None, :], plain, tol)[0], share)
+            log = np.where(fallback, plain.log[0], log)
+            share = np.where(fallback, plain.share[0], share)
         # a node that measured only part of the weighted references rests on fewer of them: the spread of a
         # mean over a share s of them grows as 1 / sqrt(s) (docs/crossarch.md: where s <= 0.25, 37% of the
         # outcomes fell inside the interval before, 66% after)
