@@ -4,7 +4,7 @@ The package follows the data flow: `inventory` and `profile` describe nodes, `tr
 applications, `match` and `models` predict, `db` stores everything, `cli` is the front door.
 """
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 
 def __getattr__(name):

@@ -96,7 +96,7 @@ class Program:
     argv: list[str]
     needs: list[str]                 # commands (Debian) or python modules (PyPI)
     one_thread: bool = False
-    exclude: list[str] = field(default_factory=list)   # reference key prefixes left out
+    exclude: list[str] = field(default_factory=list)   # prefixes of references and of judging apps left out
     config: bool = False             # measured by an imported config's figures, not an app's runs
     prepare: Callable[[], None] | None = None   # makes its input, before it is traced
     probe_argv: list[str] | None = None          # its cachegrind pass (`--probe-cmd`): the same work, longer
@@ -131,8 +131,9 @@ def compression_program(algo: str, level: int, op: str, corpus_path: Path, secon
             subprocess.run([sys.executable, "-c", f"import {module}\ndata = open({str(corpus_path)!r}, 'rb').read()\n"
                             f"open({str(blob_path)!r}, 'wb').write({comp.format(level=level)})\n"], check=True)
 
+    # its own algorithm's imported results do not judge the references it is matched to (registry.match.track)
     return Program(f"{algo}-{level}:{op}", f"compression:{algo}-{level}:{op}:1t", [sys.executable, "-c", code(seconds)],
-                   [f"py:{module}"], one_thread=True, prepare=prepare,
+                   [f"py:{module}"], one_thread=True, exclude=[f"compression:{algo}-"], prepare=prepare,
                    probe_argv=[sys.executable, "-c", code(PROBE_S)])
 
 
@@ -159,7 +160,7 @@ exit $status
 """)
     script.chmod(0o755)
     return Program(f"redis:p{pipeline}", f"redis:set:p{pipeline}", [str(script)],
-                   ["redis-server", "redis-cli", "redis-benchmark"])
+                   ["redis-server", "redis-cli", "redis-benchmark"], exclude=["redis:"])
 
 
 def programs(tmp: Path, quick: bool) -> list[Program]:

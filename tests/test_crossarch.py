@@ -13,9 +13,10 @@ import pytest
 
 from registry.crossarch import evaluate as cal
 from registry.crossarch import report
-from registry.crossarch.data import CrossData, app_family
+from registry.crossarch.data import CrossData
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
+from registry.io.sparecores.apps import app_family
 from registry.models.plugins import create
 from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, Choice,
                                           family_codes, reliability_factor)

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from registry.crossarch import evaluate as cal
-from registry.crossarch.data import CrossData, app_family
+from registry.crossarch.data import CrossData
 from registry.crossarch.references import ReferenceBank, query
+from registry.io.sparecores.apps import app_family
 from registry.models.plugins import create
 from crossarch_synth import synthetic_nodes
 

@@ -9,8 +9,10 @@ ratio imported-node / b.
 """
 
 import json
+import math
 import shutil
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from conftest import assert_one_line_error, both_backends, fetch_rows
@@ -19,6 +21,7 @@ from registry.db import open_registry, utcnow
 from registry.db.write import insert_returning, insert_rows, new_uid
 from registry.io.tracefile import Phase, Trace
 from registry.nodes import ensure_node
+from registry.runs import add_run
 from registry.profile.suite import plan as suite_plan
 from registry.profile.suite.membench import kernel_config
 from registry.profile.suite.store import SuiteProfile, SuiteResult, store_suite_profile
@@ -39,6 +42,14 @@ def _suite_config(key: str, threads: int) -> suite_plan.SuiteConfig:
     params = tuple(int(p[:-3]) * 1024 if p.endswith("MiB") else int(p) for p in params)
     family = {"membench": "bandwidth", "openssl": "crypto"}.get(task, "compute")
     return suite_plan.SuiteConfig(task, what, params, threads, family)
+
+
+def _base_suite(conn, figures: dict) -> None:
+    """The base `b`'s Spare Cores suite profile: these (key, threads) -> rate figures, SIGNATURES' signatures."""
+    results = [SuiteResult(_suite_config(key, threads), value, {"proc": SIGNATURES[key]})
+               for (key, threads), value in figures.items()]
+    now = utcnow()
+    store_suite_profile(conn, SuiteProfile("b", fake_inventory(), results, now, now, 1.0, "test"))
 
 
 def _imported(conn, name: str, cpus: int, figures: dict, model: str) -> None:
@@ -71,10 +82,7 @@ def suite_registry(db_url):
     with reg.begin() as conn:
         for node, cpus in (("b", 2), ("fast", 2)):
             profile_at_speeds(conn, node, cpus, base=node == "b")   # our kernels on b and fast
-        results = [SuiteResult(_suite_config(key, threads), value, {"proc": SIGNATURES[key]})
-                   for (key, threads), value in HERE.items()]
-        now = utcnow()
-        store_suite_profile(conn, SuiteProfile("b", fake_inventory(), results, now, now, 1.0, "test"))
+        _base_suite(conn, HERE)
         _imported(conn, "aws:x", *IMPORTED["aws:x"], model="Test CPU 9000")
         _imported(conn, "aws:y", *IMPORTED["aws:y"], model="Other CPU")
         store.save(conn, _trace({"compute": (1.98, 0.01), "memory": (1.98, 8.0)}))
@@ -182,9 +190,7 @@ def test_a_phase_on_a_shared_host_is_split_by_its_demand(cli, db_url):
     all-CPU configs (2x faster on aws:y's 4 CPUs), not the one-thread ones (as fast on y)."""
     reg = open_registry(db_url)
     with reg.begin() as conn:
-        results = [SuiteResult(_suite_config(key, threads), value, {"proc": SIGNATURES[key]})
-                   for (key, threads), value in HERE.items()]
-        store_suite_profile(conn, SuiteProfile("b", fake_inventory(), results, utcnow(), utcnow(), 1.0, "test"))
+        _base_suite(conn, HERE)
         _imported(conn, "aws:y", *IMPORTED["aws:y"], model="Other CPU")
         trace = _trace({"shared": (0.8, 0.01)})
         trace.phases[0].signature["sched"] = {"demand": 2.0}
@@ -247,10 +253,7 @@ def test_a_type_that_did_not_run_a_reference_gets_it_filled_in_from_its_other_fi
     projected as its twin that ran it, not from the other references alone, and `match` says so."""
     reg = open_registry(db_url)
     with reg.begin() as conn:
-        results = [SuiteResult(_suite_config(key, threads), value, {"proc": SIGNATURES[key]})
-                   for (key, threads), value in HERE.items()]
-        now = utcnow()
-        store_suite_profile(conn, SuiteProfile("b", fake_inventory(), results, now, now, 1.0, "test"))
+        _base_suite(conn, HERE)
         for i in range(68):
             speed = 1 + (i % 30) / 10
             figures = {(CPU, 1): 150.0 * speed, (CPU, 0): 600.0 * speed, (READ, 0): 4000.0 * (1 + i % 7),
@@ -274,3 +277,37 @@ def test_a_type_that_did_not_run_a_reference_gets_it_filled_in_from_its_other_fi
         db_url, "SELECT n.name, p.explanation_json FROM predictions p JOIN nodes n ON n.node_id = p.node_id "
                 "WHERE n.name IN ('aws:t62', 'aws:t32')")}
     assert json.loads(stored["aws:t62"])["filled_in"] == [CPU] and "filled_in" not in json.loads(stored["aws:t32"])
+
+
+def test_references_that_move_like_the_measured_apps_outvote_those_that_do_not(cli, db_url):
+    """Sixty imported types measured a one-thread app (Geekbench clang, single-core) that moves with
+    openssl's sha256 at one thread (the same per-type speed), while their one-thread stress-ng cpu figures
+    move erratically. A serial phase as near the one as the other is projected by sha256's ratios: the
+    app's runs give stress-ng a poor track record, and its vote a small prior (registry.match.track).
+    Leaving the app out (`--exclude`) leaves no app to judge by, and the two vote alike again; an
+    all-CPU app judges nothing (its runs are not one-thread runs)."""
+    here = {(CPU, 1): 100.0, (SHA, 1): 5e8, (READ, 0): 10_000.0}
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        _base_suite(conn, here)
+        erratic = np.random.default_rng(0).uniform(0.4, 2.5, 60)
+        for i in range(60):
+            speed = 1 + (i % 30) / 10
+            _imported(conn, f"aws:t{i}", 4, {(CPU, 1): 150.0 * erratic[i], (READ, 0): 4000.0 * (1 + i % 7),
+                                              (SHA, 1): 1e9 * speed}, model="Test CPU 9000")
+            add_run(conn, "geekbench:clang:single", f"aws:t{i}", 1, 10.0 / speed, source="import")
+            add_run(conn, "geekbench:clang:multi", f"aws:t{i}", 4, 10.0 * erratic[i], source="import")
+        # one CPU of two busy; between the cpu config (wss 0.01) and sha256 (0.001) in log working set
+        store.save(conn, _trace({"serial": (0.99, 0.00316)}))
+    reg.close()
+    out, pred = _match(cli, "--option", "k=2")
+    matches = {m["config"]: m for m in out["phases"][0]["matches"]}
+    assert matches[SHA]["vote_prior"] == 1.0 and matches[CPU]["vote_prior"] < 0.1
+    by_sha = {f"aws:t{i}": 10 * 5e8 / (1e9 * (1 + (i % 30) / 10)) for i in range(60)}
+    off = [abs(math.log(pred[n] / t)) for n, t in by_sha.items()]
+    assert np.median(off) < 0.1
+    said = cli("match", "app", "--no-store", "--option", "k=2")
+    assert said.code == 0 and "by its track record" in said.out        # the table's reason says so too
+    out, alike = _match(cli, "--option", "k=2", "--exclude", "geekbench:clang:single")
+    assert all("vote_prior" not in m for m in out["phases"][0]["matches"])
+    assert np.median([abs(math.log(alike[n] / t)) for n, t in by_sha.items()]) > 2 * np.median(off)

@@ -5,8 +5,8 @@ import contextlib
 import typer
 
 from registry.cli.app import app, model_options_flag, state
-from registry.cli.match_output import (interval_said, names, no_nearest_said, phase_set_said, summarise_warnings,
-                                        tied_ranks)
+from registry.cli.match_output import (interval_said, match_said, names, no_nearest_said, phase_set_said,
+                                        summarise_warnings, tied_ranks)
 from registry.cli.output import print_json, print_table, say
 from registry.errors import UserError
 
@@ -81,8 +81,10 @@ def match(
                                                     "and the target nodes share, profiled on most nodes "
                                                     "(--from-runs: 'sparecores')."),
     exclude: list[str] = typer.Option(None, "--exclude", metavar="PREFIX",
-                                      help="Leave configs whose key starts with PREFIX out of the references "
-                                           "(repeatable; e.g. sparecores:openssl when checking openssl itself)."),
+                                      help="Leave configs whose key starts with PREFIX out of the references, "
+                                           "and apps whose name does out of the track record that weighs their "
+                                           "votes (repeatable; e.g. sparecores:openssl when checking openssl "
+                                           "itself, compression:gzip when checking a gzip program)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     no_store: bool = typer.Option(False, "--no-store", help="Only show the predictions; store nothing."),
     from_runs: bool = typer.Option(False, "--from-runs", help="APP measured on 1-3 node types of an imported suite: "
@@ -126,7 +128,6 @@ def match(
     from registry.match.portability import apply_portability
     from registry.match.cost import apply_objective, check_objective
     from registry.match.project import load_inputs, model_identity, project
-    from registry.match.references import config_in_words
     from registry.match.scaled import project_scaled
     from registry.match.stored import store_predictions
     from registry.trace.capacity import capacity
@@ -207,7 +208,7 @@ def match(
     if said:
         say(said)
     for phase in result.phases:
-        reason = "; ".join(f"{config_in_words(m['config'])} ({m['similarity']:.2f})" for m in phase.matches[:3]) or \
+        reason = "; ".join(match_said(m) for m in phase.matches[:3]) or \
             ("waits, not computing: same time everywhere" if phase.mode == "idle" else
              no_nearest_said(phase, result.base))
         serial = f", {phase.serial_share:.0%} of it on one CPU" if 0 < phase.serial_share < 1 else ""

@@ -169,6 +169,16 @@ def phase_set_said(all_phases: list, chosen: list) -> str | None:
             f"app's markers, then OpenMP regions, then change points ({rule})")
 
 
+def match_said(match: dict) -> str:
+    """A phase's nearest config in words, its similarity, and the prior on its vote where its track
+    record on the apps measured on many nodes lowered it (registry.match.track)."""
+    from registry.match.references import config_in_words
+
+    prior = match.get("vote_prior", 1.0)
+    weighed = f", vote x{prior:.2f} by its track record" if prior < 0.995 else ""
+    return f"{config_in_words(match['config'])} ({match['similarity']:.2f}{weighed})"
+
+
 def no_nearest_said(phase, base: str) -> str:
     """What a phase resembling no microbenchmark config is projected by, read from its predictions: a
     model may keep its base time on every node, or (similarity) scale it by each node's median ratio

@@ -48,20 +48,6 @@ class CrossData:
         return str(self.nodes.at[node, "architecture"])
 
 
-def app_family(app: str) -> str:
-    """The apps that must not serve as references when `app` is predicted: one Geekbench workload
-    (single and multi), one compression algorithm (every level, direction and thread count), all of
-    Redis, all of the static web server; any other app is a family of its own."""
-    parts = app.split(":")
-    if parts[0] == "geekbench" and len(parts) >= 2:
-        return f"geekbench:{parts[1]}"
-    if parts[0] == "compression" and len(parts) >= 2:
-        return f"compression:{parts[1].split('-')[0]}"
-    if parts[0] in ("redis", "static_web"):
-        return parts[0]
-    return app
-
-
 def app_group(app: str) -> str:
     """The evaluation's group of an app (registry.io.sparecores.apps.app_group); 'other' for an app
     that is not a Spare Cores one."""

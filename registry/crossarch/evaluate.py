@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from registry.crossarch.data import CrossData, app_family, app_group, single_threaded
+from registry.crossarch.data import CrossData, app_group, single_threaded
 from registry.crossarch.references import ReferenceBank, query
 from registry.errors import UserError
+from registry.io.sparecores.apps import app_family
 from registry.models.base import MODEL_FAILURES
 
 ORACLE = "oracle"

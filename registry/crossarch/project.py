@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from registry.crossarch.data import CrossData, app_family, single_threaded
+from registry.crossarch.data import CrossData, single_threaded
 from registry.crossarch.references import ReferenceBank, query
 from registry.errors import UserError
+from registry.io.sparecores.apps import app_family
 from registry.models.similar_runs import SIZE_EDGES, vcpus_beyond
 
 FAR = SIZE_EDGES[-1]   # log vCPU ratio beyond the measured nodes' range past which a node is warned (7.4x)

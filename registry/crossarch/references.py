@@ -1,11 +1,11 @@
 """What an app measured on a few calibration nodes is predicted from, as a model plugin's ReferenceSet.
 
 References (rows) are measured on every node: the suite's micro-benchmark configs, the other
-applications outside the app's family (`data.app_family`: every level and thread count of one
-compression algorithm, both Geekbench variants of one workload, ...), and three derived ones that the
-baselines name: ``node:vcpus`` (time ~ 1 / vCPUs) and ``geekbench:score:single|multi`` (the geometric
-mean of the Geekbench workloads' times outside the app's family: Geekbench's overall score with the
-app's own sub-test left out).
+applications outside the app's family (`registry.io.sparecores.apps.app_family`: every level and
+thread count of one compression algorithm, both Geekbench variants of one workload, ...), and three
+derived ones that the baselines name: ``node:vcpus`` (time ~ 1 / vCPUs) and
+``geekbench:score:single|multi`` (the geometric mean of the Geekbench workloads' times outside the
+app's family: Geekbench's overall score with the app's own sub-test left out).
 
 Seen from the calibration nodes (the first is the base): each reference's features are its log cost
 on each calibration node relative to the base (``cal.<node>``), ``meta.single`` (runs on one CPU),
@@ -22,7 +22,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from registry.crossarch.data import CrossData, app_family, single_threaded
+from registry.crossarch.data import CrossData, single_threaded
+from registry.io.sparecores.apps import app_family
 from registry.models.base import Matrix, Query, ReferenceSet
 
 VCPUS = "node:vcpus"

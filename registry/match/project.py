@@ -27,6 +27,7 @@ from registry.errors import UserError
 from registry.io.tracefile import WEIGHT_SLACK
 from registry.match import comm as comm_mod
 from registry.match import references as refs_mod
+from registry.match import track
 from registry.match.calibration import load_calibrations, load_dispersion, node_groups
 from registry.models import intervals
 from registry.models.base import NEEDS_SIGNATURES, NEEDS_STREAMS, NodePrediction, Query
@@ -231,12 +232,24 @@ def _fitted(profiles, model_name: str, options: dict, mode: str, k: int, cache: 
         threads = refs_mod.threads_on(profiles, mode, k, side)
         by_name = dict(zip(profiles.node_names.tolist(), threads.tolist()))
         refset, base_threads, imputed = refs_mod.reference_set(profiles, threads)
+        refset.reference_weights = _vote_prior(profiles, refset, imputed, mode, k)
         model = create(model_name, kind="projection", options=options)
         if NEEDS_SIGNATURES not in model.needs:
             raise UserError(f"model {model_name!r} does not project signatures; `nodereg match` needs one that "
                             "does (e.g. similarity, gbt)")
         cache[(mode, k, side)] = (by_name, base_threads, model.fit(refset), imputed)
     return cache[(mode, k, side)]
+
+
+def _vote_prior(profiles, refset, imputed, mode: str, k: int) -> dict[str, float] | None:
+    """The references' vote prior for a phase's serial part, from their track record on the apps
+    measured on one thread on many nodes (registry.match.track: why not the parallel part); None
+    without such apps. Filled-in figures (registry.match.impute) are no record: only measured ones count."""
+    if profiles.apps is None or (mode, k) != ("fixed", 1):
+        return None
+    ratio = refset.ratio_matrix
+    log_ratio = np.where(imputed.cells.T, np.nan, ratio.values) if imputed.cells.any() else ratio.values
+    return profiles.apps.weights(list(ratio.rows), list(ratio.columns), log_ratio)
 
 
 def _project_part(query: Query, profiles, model_name: str, options: dict, nodes: list[str], cache: dict,
@@ -362,8 +375,11 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
         preds = _plus(preds, part)
         if hasattr(model, "nearest"):
             nearest = model.nearest(query, 5)
+            prior = getattr(model, "vote_prior", None)   # registry.match.track
+            prior = {} if prior is None else dict(zip(model.references, prior.tolist()))
             matches += [{"config": key, "similarity": round(_similarity(d), 4), "threads": int(base_threads[key]),
-                         "share": round(share, 4)} for key, d in nearest]
+                         "share": round(share, 4), **({"vote_prior": round(prior[key], 4)} if key in prior else {})}
+                        for key, d in nearest]
             for node, names in _fitted(profiles, model_name, options, mode, k, cache)[3].on(
                     nodes, [key for key, _ in nearest]).items():
                 filled[node] = sorted({*filled.get(node, []), *names})
@@ -471,6 +487,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
         raise UserError(f"the trace of {trace.name!r} ended with status {trace.status!r}: trace a successful run")
     suite = suite or refs_mod.choose_suite(conn, base, nodes)
     profiles = refs_mod.load_profiles(conn, base, nodes, suite, tuple(exclude))
+    profiles.apps = track.load(conn, profiles.node_names.tolist(), (trace.name, *exclude))
     targets = nodes or profiles.nodes()
     missing = sorted(set(targets) - set(profiles.nodes()))
     if missing:

@@ -124,6 +124,7 @@ class Profiles:
     features: Matrix            # the base node's runs: rows config_id; columns 'source.metric'
     n_cpus: dict[str, int]
     hardware: np.ndarray | None = None   # node code -> its machine (`_hardware`: -1 alone on it); None: not known
+    apps: object = None         # registry.match.track.AppTimes: the apps that weigh the references' votes
 
     @property
     def base_code(self) -> int:

@@ -62,6 +62,8 @@ def inputs_digest(conn: sa.Connection, inputs: Inputs, identity: tuple[str, str]
         material.append(sorted(options.items()))
     if inputs.suite != "nodereg" or inputs.exclude:   # likewise: our kernels, every config
         material.append([inputs.suite, sorted(inputs.exclude)])
+    if inputs.profiles.apps is not None:   # the apps that weigh the references' votes (registry.match.track)
+        material.append(inputs.profiles.apps.digest)
     return hashlib.sha256(orjson.dumps(material)).hexdigest()
 
 

@@ -100,6 +100,8 @@ class ReferenceSet:
     * ``log_ratio``: index reference id; columns node; ln(time on node / time on base); NaN = unmeasured.
     * ``node_features``: index node; numeric profile features (optional).
     * ``feature_weights``: 'source.metric' or 'source.*' -> weight.
+    * ``reference_weights``: reference id -> a prior on its vote (registry.match.track: how well it
+      moves like the apps measured on many nodes); 1 for a reference not named, all 1 when None.
 
     ``features`` and ``log_ratio`` are given as DataFrames or Matrix objects and can be read as
     either: models written with pandas read the DataFrames, ``similarity`` reads the arrays
@@ -107,11 +109,13 @@ class ReferenceSet:
     """
 
     def __init__(self, base_node: str, features: Matrix | pd.DataFrame, log_ratio: Matrix | pd.DataFrame,
-                 node_features: pd.DataFrame | None = None, feature_weights: Mapping[str, float] | None = None):
+                 node_features: pd.DataFrame | None = None, feature_weights: Mapping[str, float] | None = None,
+                 reference_weights: Mapping[str, float] | None = None):
         self.base_node = base_node
         self._features, self._log_ratio = features, log_ratio
         self.node_features = node_features
         self.feature_weights = dict(feature_weights or {})
+        self.reference_weights = dict(reference_weights) if reference_weights is not None else None
 
     @functools.cached_property
     def features(self) -> pd.DataFrame:

@@ -91,8 +91,8 @@ def pattern_columns(columns: list[str]) -> list[str]:
 
 
 def family_codes(names: list[str]) -> np.ndarray:
-    """An integer per reference: references of one app family share it (crossarch.data.app_family)."""
-    from registry.crossarch.data import app_family
+    """An integer per reference: references of one app family share it (registry.io.sparecores.apps.app_family)."""
+    from registry.io.sparecores.apps import app_family
 
     seen: dict[str, int] = {}
     return np.array([seen.setdefault(app_family(str(n)), len(seen)) for n in names])

@@ -18,7 +18,9 @@ features both have, whatever their source (proc, counters, cachegrind, streams, 
    nodes does not steer the neighbours.
 3. The distance is the weighted root-mean-square difference over the shared features.
 4. On each node, the k nearest references that were measured there vote with weights
-   1 / (distance + 5% of the median distance); the projection is the weighted geometric mean of
+   1 / (distance + 5% of the median distance), times the reference set's prior on each reference's
+   vote where it has one (registry.match.track: how well the reference moves like the applications
+   measured on many nodes); the projection is the weighted geometric mean of
    their node-to-base time ratios (a weighted mean in log space), shrunk toward the node's median
    ratio over all references by ``shrink`` (steadier when the neighbours disagree or are far).
 5. The interval is the projection times exp(+-h): h adds (registry.models.intervals.rss) z x the
@@ -131,6 +133,7 @@ class SimilarityModel(ProjectionModel):
         self.weights_version: int | None = WEIGHTS_VERSION if self.weights is None else None
         self._fitted = False
         self.log_columns: list[str] = []
+        self.vote_prior: np.ndarray | None = None   # per reference (fit: ReferenceSet.reference_weights)
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -147,7 +150,8 @@ class SimilarityModel(ProjectionModel):
                                  "log_columns": list(self.log_columns), "z": self.z.tolist(),
                                  "nodes": list(self._node_index), "log_ratio": self.y.tolist(),
                                  "node_median": self.node_median.tolist(),
-                                 "distance_slope": self.distance_slope.tolist()}
+                                 "distance_slope": self.distance_slope.tolist(),
+                                 "vote_prior": None if self.vote_prior is None else self.vote_prior.tolist()}
         return out
 
     @classmethod
@@ -168,6 +172,8 @@ class SimilarityModel(ProjectionModel):
             model._node_index = {n: i for i, n in enumerate(refs["nodes"])}
             model.node_median = np.array(refs["node_median"], dtype=float)
             model.distance_slope = np.array(refs.get("distance_slope") or np.zeros(len(refs["nodes"])), dtype=float)
+            prior = refs.get("vote_prior")
+            model.vote_prior = None if prior is None else np.array(prior, dtype=float)
             model._span()
             model._fitted = True
         model.weights_version = params.get("weights_version", model.weights_version)
@@ -227,6 +233,8 @@ class SimilarityModel(ProjectionModel):
         self._weight = w / w.sum() if w.sum() > 0 else prior
         self.feature_weight = dict(zip(self.columns, self._weight.tolist()))
         self.references, self.z, self.y = list(x.rows), z, yv
+        self.vote_prior = None if refs.reference_weights is None else \
+            np.array([refs.reference_weights.get(r, 1.0) for r in self.references], dtype=float)
         self._node_index = {n: i for i, n in enumerate(ratios.columns)}
         self.node_median = node_median
         self._span()
@@ -343,6 +351,8 @@ class SimilarityModel(ProjectionModel):
         chosen = usable & (rank <= self.k)
         scale = np.nanmedian(dist[np.isfinite(dist)]) if np.isfinite(dist).any() else 1.0
         sim = 1.0 / (np.nan_to_num(dist, nan=np.inf) + 0.05 * max(scale, 1e-9))
+        if self.vote_prior is not None:
+            sim = sim * self.vote_prior[order]
         wts = np.where(chosen, sim[:rows, None], 0.0)
         wsum = wts.sum(axis=0)
         yz = np.nan_to_num(y)

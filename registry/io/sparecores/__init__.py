@@ -7,9 +7,15 @@ Modules: records (the parsed records), server (one server folder -> records), mi
 apps (app names, fixed jobs, groups), store (the import into a registry).
 """
 
-from registry.io.sparecores.apps import app_group
-from registry.io.sparecores.family import cpu_family
-from registry.io.sparecores.records import AppResult, Measurement, ServerRecord
-from registry.io.sparecores.server import parse_server
+import importlib
 
-__all__ = ["AppResult", "Measurement", "ServerRecord", "app_group", "cpu_family", "parse_server"]
+# loaded on first use: `match` reads only the apps' naming rules (apps), not the parsers
+_FROM = {"app_group": "apps", "cpu_family": "family", "AppResult": "records", "Measurement": "records",
+         "ServerRecord": "records", "parse_server": "server"}
+__all__ = sorted(_FROM)
+
+
+def __getattr__(name: str):
+    if name in _FROM:
+        return getattr(importlib.import_module(f"registry.io.sparecores.{_FROM[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,6 +45,20 @@ REQUESTS_WORK = 1e6                # requests (Redis SET, static web GET)
 GROUPS = ("geekbench-single", "geekbench-multi", "compression", "redis-web")
 
 
+def app_family(app: str) -> str:
+    """The apps that must not serve as references when `app` is predicted: one Geekbench workload
+    (single and multi), one compression algorithm (every level, direction and thread count), all of
+    Redis, all of the static web server; any other app is a family of its own."""
+    parts = app.split(":")
+    if parts[0] == "geekbench" and len(parts) >= 2:
+        return f"geekbench:{parts[1]}"
+    if parts[0] == "compression" and len(parts) >= 2:
+        return f"compression:{parts[1].split('-')[0]}"
+    if parts[0] in ("redis", "static_web"):
+        return parts[0]
+    return app
+
+
 def app_group(name: str) -> str | None:
     """The evaluation's group of an imported app ('geekbench-single', 'geekbench-multi',
     'compression', 'redis-web'); None for an app that is not a Spare Cores one."""
