@@ -279,6 +279,7 @@ def test_a_type_that_did_not_run_a_reference_gets_it_filled_in_from_its_other_fi
     assert json.loads(stored["aws:t62"])["filled_in"] == [CPU] and "filled_in" not in json.loads(stored["aws:t32"])
 
 
+@both_backends
 def test_references_that_move_like_the_measured_apps_outvote_those_that_do_not(cli, db_url):
     """Sixty imported types measured a one-thread app (Geekbench clang, single-core) that moves with
     openssl's sha256 at one thread (the same per-type speed), while their one-thread stress-ng cpu figures
