@@ -309,6 +309,10 @@ def test_references_that_move_like_the_measured_apps_outvote_those_that_do_not(c
     assert np.median(off) < 0.1
     said = cli("match", "app", "--no-store", "--option", "k=2")
     assert said.code == 0 and "by its track record" in said.out        # the table's reason says so too
+    assert cli("match", "app", "--option", "k=2").code == 0                # and the stored explanation
+    stored = [json.loads(r["explanation_json"])["phases"][0] for r in fetch_rows(
+        db_url, "SELECT explanation_json FROM predictions")]
+    assert [{m["config"]: m["vote_prior"] for m in p["matches"]}[CPU] < 0.1 for p in stored if "matches" in p] == [True]
     out, alike = _match(cli, "--option", "k=2", "--exclude", "geekbench:clang:single")
     assert all("vote_prior" not in m for m in out["phases"][0]["matches"])
     assert np.median([abs(math.log(alike[n] / t)) for n, t in by_sha.items()]) > 2 * np.median(off)
