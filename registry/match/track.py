@@ -104,7 +104,7 @@ def load(conn, nodes: list[str], leave_out: tuple[str, ...] = ()) -> AppTimes | 
     runs = read_arrays(conn, _APP_RUNS)
     if not len(runs["node_id"]):
         return None
-    # ids to rows and columns by array lookups: a registry of imported types has 200,000 such runs
+    # ids to rows and columns by array lookups: a registry of imported types has 220,000 such runs
     known, apps = read_arrays(conn, _NAMES), read_arrays(conn, _APPS)
     wanted = {n: i for i, n in enumerate(nodes)}
     node_ids = known["id"].astype(np.int64)
