@@ -285,8 +285,8 @@ def test_references_that_move_like_the_measured_apps_outvote_those_that_do_not(c
     openssl's sha256 at one thread (the same per-type speed), while their one-thread stress-ng cpu figures
     move erratically. A serial phase as near the one as the other is projected by sha256's ratios: the
     app's runs give stress-ng a poor track record, and its vote a small prior (registry.match.track).
-    Leaving the app out (`--exclude`) leaves no app to judge by, and the two vote alike again; an
-    all-CPU app judges nothing (its runs are not one-thread runs)."""
+    Leaving the app out (`--exclude`) leaves no app to judge by, and the two vote alike again; neither
+    an all-CPU app (its runs are not one-thread runs) nor the traced app's own runs judge."""
     here = {(CPU, 1): 100.0, (SHA, 1): 5e8, (READ, 0): 10_000.0}
     reg = open_registry(db_url)
     with reg.begin() as conn:
@@ -298,6 +298,7 @@ def test_references_that_move_like_the_measured_apps_outvote_those_that_do_not(c
                                               (SHA, 1): 1e9 * speed}, model="Test CPU 9000")
             add_run(conn, "geekbench:clang:single", f"aws:t{i}", 1, 10.0 / speed, source="import")
             add_run(conn, "geekbench:clang:multi", f"aws:t{i}", 4, 10.0 * erratic[i], source="import")
+            add_run(conn, "app", f"aws:t{i}", 1, 10.0 * erratic[i])      # the traced app itself never judges
         # one CPU of two busy; between the cpu config (wss 0.01) and sha256 (0.001) in log working set
         store.save(conn, _trace({"serial": (0.99, 0.00316)}))
     reg.close()

@@ -487,7 +487,7 @@ def load_inputs(conn: sa.Connection, found: FoundTrace, *, base: str | None = No
         raise UserError(f"the trace of {trace.name!r} ended with status {trace.status!r}: trace a successful run")
     suite = suite or refs_mod.choose_suite(conn, base, nodes)
     profiles = refs_mod.load_profiles(conn, base, nodes, suite, tuple(exclude))
-    profiles.apps = track.load(conn, profiles.node_names.tolist(), (trace.name, *exclude))
+    profiles.apps = track.load(conn, profiles.node_names.tolist(), trace.name, tuple(exclude))
     targets = nodes or profiles.nodes()
     missing = sorted(set(targets) - set(profiles.nodes()))
     if missing:

@@ -98,9 +98,9 @@ class AppTimes:
         return dict(zip(names, reliability_factor(records, SHARPNESS).tolist()))
 
 
-def load(conn, nodes: list[str], leave_out: tuple[str, ...] = ()) -> AppTimes | None:
-    """The apps measured on one thread on at least MIN_NODES of `nodes`, but those whose name starts
-    with one of `leave_out` (the traced app itself; `--exclude` prefixes); None where there are none."""
+def load(conn, nodes: list[str], itself: str, leave_out: tuple[str, ...] = ()) -> AppTimes | None:
+    """The apps measured on one thread on at least MIN_NODES of `nodes`, but the traced app `itself`
+    and those whose name starts with one of `leave_out` (`--exclude`); None where there are none."""
     runs = read_arrays(conn, _APP_RUNS)
     if not len(runs["node_id"]):
         return None
@@ -116,7 +116,8 @@ def load(conn, nodes: list[str], leave_out: tuple[str, ...] = ()) -> AppTimes | 
     names = [str(app_name.get(a, "")) for a in app_ids.tolist()]
     keep = row >= 0
     counts = np.bincount(col[keep], minlength=len(app_ids))
-    usable = (counts >= MIN_NODES) & np.array([bool(n) and not n.startswith(leave_out) for n in names])
+    usable = (counts >= MIN_NODES) & np.array([bool(n) and n != itself and not n.startswith(leave_out)
+                                               for n in names])
     if not usable.any():
         return None
     log_time = np.full((len(nodes), len(app_ids)), np.nan)
