@@ -36,6 +36,8 @@ from registry.values import command_line
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
+    from registry.match.track import AppTimes
+
 # numbers only, one row per config measured on each node type: strings (names, keys) are mapped on
 # from the small tables below. `combo` is the config and the cache level its working set fits on
 # that node (ws_level, < 63) in one integer; the throughput (work per second of the whole node:
@@ -124,7 +126,7 @@ class Profiles:
     features: Matrix            # the base node's runs: rows config_id; columns 'source.metric'
     n_cpus: dict[str, int]
     hardware: np.ndarray | None = None   # node code -> its machine (`_hardware`: -1 alone on it); None: not known
-    apps: object = None         # registry.match.track.AppTimes: the apps that weigh the references' votes
+    apps: AppTimes | None = None   # the apps that weigh the references' votes (registry.match.track)
 
     @property
     def base_code(self) -> int:
