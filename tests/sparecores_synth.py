@@ -207,12 +207,32 @@ def static_web(s: Server) -> tuple[str, dict]:
     return "\n".join(lines) + "\n", figures
 
 
+def llm(s: Server, gpu: bool = False) -> tuple[str, dict]:
+    """llama-bench JSON lines: two models, prompt processing and text generation; `gpu` adds the
+    lines of a GPU build with every layer offloaded (not CPU results: no figures)."""
+    lines, figures = ["build: 51f311e0 (4753) with cc for x86_64"], {}   # a log line between the records
+    cores = max(1, s.vcpus // 2) if s.vcpus > 2 else s.vcpus
+    for path, size in (("/models/SmolLM-135M.Q4_K_M.gguf", 1.0), ("/models/gemma-2b.Q4_K_M.gguf", 12.0)):
+        for prompt, gen in ((16, 0), (512, 0), (0, 16), (0, 128)):
+            rate = (400.0 * cores if prompt else 150.0) * s.speed / size
+            row = {"build_commit": "51f311e0", "cpu_info": s.model_name, "gpu_info": "", "backends": "CPU",
+                   "model_filename": path, "n_threads": cores, "n_gpu_layers": 0, "n_prompt": prompt, "n_gen": gen,
+                   "avg_ns": int(1e9 * (prompt + gen) / rate), "avg_ts": rate, "stddev_ts": rate / 100}
+            lines.append(json.dumps(row))
+            slug = path.rsplit("/", 1)[1].removesuffix(".gguf").lower().replace(".", "-").replace("_", "-")
+            figures[f"llm:{slug}:{'pp' if prompt else 'tg'}{prompt or gen}"] = rate
+            if gpu:
+                lines.append(json.dumps(row | {"gpu_info": "NVIDIA L4", "backends": "CUDA", "n_gpu_layers": 99,
+                                               "avg_ts": rate * 20}))
+    return "\n".join(lines) + "\n", figures
+
+
 def writers(s: Server, old_stressng: bool = False, old_membench: bool = False) -> dict:
     """task -> (output text, figures) for a full server of the current (or older) layout."""
     out = {"lscpu": lscpu(s), "membench": membench(s, old_membench), "bw_mem": bw_mem(s),
            "stressngfull": stressngfull(s), "stressng_benchmarks": stressng_benchmarks(s), "passmark": passmark(s),
            "openssl": openssl(s), "geekbench": geekbench(s), "compression_text": compression(s), "redis": redis(s),
-           "static_web": static_web(s), "virtualization": ('{"kvm":false}', {})}
+           "static_web": static_web(s), "llm": llm(s), "virtualization": ('{"kvm":false}', {})}
     if old_stressng:
         out["stressng"] = stressng_old(s, single=False)
         out["stressngsinglecore"] = stressng_old(s, single=True)

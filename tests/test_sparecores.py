@@ -13,7 +13,7 @@ import sparecores_synth as synth
 from registry.db import open_registry
 from registry.io.sparecores import app_group, cpu_family, parse_server
 from registry.io.sparecores import appruns, micro
-from registry.io.sparecores.apps import COMPRESSION_WORK, GEEKBENCH_WORK, REQUESTS_WORK
+from registry.io.sparecores.apps import COMPRESSION_WORK, GEEKBENCH_WORK, REQUESTS_WORK, app_family
 from registry.io.sparecores.family import classify
 from registry.suites import node_table, suite_costs
 
@@ -152,6 +152,21 @@ def test_compression_redis_static_web():
     assert got == pytest.approx(figures)          # the best over wrk's thread counts, per connection per vCPU
 
 
+def test_llm_tokens_per_second_of_cpu_builds_only():
+    s = Server(vcpus=8)
+    text, figures = synth.llm(s, gpu=True)
+    got = {a.app: a for a in appruns.parse_llm(text)}
+    assert set(got) == set(figures)                       # the GPU lines (20x faster) are not CPU results
+    assert {k: a.rate for k, a in got.items()} == pytest.approx(figures)
+    assert _close(got["llm:gemma-2b-q4-k-m:tg128"].time_s, 128 / figures["llm:gemma-2b-q4-k-m:tg128"])
+    assert got["llm:smollm-135m-q4-k-m:pp512"].work == 512 and got["llm:smollm-135m-q4-k-m:pp16"].threads is None
+    gpu_only = "\n".join(line for line in text.splitlines() if '"CUDA"' in line)
+    assert appruns.parse_llm(gpu_only) == []              # read, but no CPU figure: the server says "no figures"
+    with pytest.raises(ValueError):
+        appruns.parse_llm("llama-bench: error: unknown argument\n")
+    assert app_family("llm:gemma-2b-q4-k-m:tg128") == app_family("llm:smollm-135m-q4-k-m:pp16") == "llm"
+
+
 def test_cpu_family_rule():
     cases = [(("AuthenticAMD", "AMD EPYC 9R14", "25", "17"), "Zen 4"), (("AuthenticAMD", "AMD EPYC 7R13", 25, 1), "Zen 3"),
              (("AuthenticAMD", "AMD EPYC 7R32", 23, 49), "Zen 2"), (("AuthenticAMD", "AMD EPYC 9R45", 26, 2), "Zen 5"),
@@ -177,6 +192,7 @@ def test_app_groups():
     assert app_group("geekbench:file-compression:multi") == "geekbench-multi"
     assert app_group("compression:zstd-3:compress:1t") == "compression"
     assert app_group("redis:set:p16") == app_group("static_web:1k:c4") == "redis-web"
+    assert app_group("llm:gemma-2b-q4-k-m:pp512") == "llm"
     assert app_group("lu.W") is None and app_group("geekbench:clang") is None
 
 
@@ -185,10 +201,10 @@ def test_app_groups():
 
 def test_parse_server_failed_unfinished_missing_and_older_tasks(tmp_path):
     s = Server(vcpus=4)
-    written = write_server(tmp_path, s, skip=("membench", "stressng_benchmarks", "redis"),
+    written = write_server(tmp_path, s, skip=("membench", "stressng_benchmarks", "redis", "llm"),
                            failed={"geekbench": -4, "static_web": None}, old_stressng=True)
     write_task(tmp_path, s, "openssl", "not json at all")
-    write_task(tmp_path, s, "llm_speed", "{}")
+    write_task(tmp_path, s, "llm_speed", "{}")            # llm, a newer task, absent: not "not run" either
     rec = parse_server(tmp_path / "data" / "aws" / s.name)
     assert rec.name == "aws:m7a.large"
     assert rec.skipped == {"geekbench": "failed (exit code -4)", "static_web": "did not finish", "redis": "not run",
@@ -230,7 +246,7 @@ def _counts(url):
 
 MICRO_TASKS = ("membench", "bw_mem", "stressngfull", "stressng", "stressngsinglecore", "stressng_benchmarks",
                "passmark", "openssl")
-APP_TASKS = ("geekbench", "compression_text", "redis", "static_web")
+APP_TASKS = ("geekbench", "compression_text", "redis", "static_web", "llm")
 
 
 def _dataset(root):
@@ -291,7 +307,8 @@ def test_import_stores_every_figure_and_is_idempotent(cli, db_url, tmp_path):
                     t, threads = runs[(f"{server.vendor}:{server.name}", key)]
                     slug = key.split(":")[1]
                     work = GEEKBENCH_WORK.get(slug) if key.startswith("geekbench") else (
-                        COMPRESSION_WORK if key.startswith("compression") else REQUESTS_WORK)
+                        COMPRESSION_WORK if key.startswith("compression") else
+                        int(key.rsplit(":", 1)[1][2:]) if key.startswith("llm") else REQUESTS_WORK)   # tokens
                     assert _close(t, work / rate), key
                     assert threads == (1 if key.endswith((":1t", ":single")) else None), key
     assert tuple(node) == (2, "aarch64", "AWS", "Graviton3", "fp asimd sve", "aws", "import")

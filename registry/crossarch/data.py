@@ -5,7 +5,7 @@ Read from a registry (`load`: the latest profile of each node in the suite, the 
 of each app on each node at the node's default thread count), or built directly (the tests make a
 synthetic world). The names of apps follow the Spare Cores import (SPARECORES_CONTRACT):
 ``geekbench:<workload>:single|multi``, ``compression:<algo>-<level>:compress|decompress:1t|all``,
-``redis:...``, ``static_web:...``; other names are apps of one family each.
+``redis:...``, ``static_web:...``, ``llm:<model>:pp<N>|tg<N>``; other names are apps of one family each.
 """
 
 from __future__ import annotations

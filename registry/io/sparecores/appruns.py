@@ -147,3 +147,38 @@ def parse_static_web(text: str, vcpus: int | None) -> list[AppResult]:
         best[app] = max(best.get(app, 0.0), rps)
     return [AppResult(app, None, REQUESTS_WORK / rps, REQUESTS_WORK, rps, "requests/s", "static_web")
             for app, rps in best.items()]
+
+
+_GGUF = re.compile(r"\.gguf$", re.I)
+
+
+def parse_llm(text: str) -> list[AppResult]:
+    """llama-bench's JSON lines (Spare Cores' `llm` task, llama.cpp on every physical core): one
+    app per model and test, ``llm:<model>:pp<N>`` (prompt processing of N tokens), ``tg<N>`` (text
+    generation of N tokens) or ``pp<N>+tg<M>``; the job is the test's tokens, the rate llama-bench's
+    mean tokens/s. Lines of a GPU build or with layers offloaded to a GPU are not CPU results:
+    dropped (a server whose every line is one has no figures)."""
+    out, lines = [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue                               # a log line between the records
+        if not isinstance(row, dict) or "avg_ts" not in row:
+            continue
+        lines += 1
+        layers, backends = row.get("n_gpu_layers"), str(row.get("backends") or "CPU")
+        if (layers not in (0, None) or backends.upper() != "CPU" or str(row.get("gpu_info") or "").strip()):
+            continue
+        model = _slug(_GGUF.sub("", str(row.get("model_filename") or "").rsplit("/", 1)[-1]))
+        prompt, gen = row.get("n_prompt"), row.get("n_gen")
+        if not 0 < len(model) <= 80 or type(prompt) is not int or type(gen) is not int or not (
+                0 <= prompt <= 2**31 and 0 <= gen <= 2**31 and prompt + gen > 0):
+            continue
+        test = "+".join(f"{tag}{n}" for tag, n in (("pp", prompt), ("tg", gen)) if n)
+        out.append(_run(f"llm:{model}:{test}", None, float(prompt + gen), row.get("avg_ts"), "tokens/s", "llm"))
+    if not lines:
+        raise ValueError("no llama-bench record (a JSON object with avg_ts)")
+    return _keep(out)

@@ -16,6 +16,10 @@ work / rate, with one constant `work` per app, so that ratios between servers ar
 * ``static_web:<size>:c<k>``: requests/s of a static web server (binserve) under wrk with k
   connections per vCPU, the best over wrk's thread counts (Spare Cores keeps the best too); the
   job is `REQUESTS_WORK` requests.
+* ``llm:<model>:pp<N>|tg<N>``: tokens/s of llama.cpp's llama-bench on every physical core (Spare
+  Cores' choice), CPU builds only; pp = prompt processing (batched: compute-bound), tg = text
+  generation (one token at a time: the model's weights stream from memory); the job is the test's
+  N tokens. Another kind of application than the four above, in a group of its own.
 """
 
 from __future__ import annotations
@@ -42,26 +46,27 @@ GEEKBENCH_WORK = {
 COMPRESSION_WORK = 10_192_446.0    # bytes: dickens, Silesia corpus
 REQUESTS_WORK = 1e6                # requests (Redis SET, static web GET)
 
-GROUPS = ("geekbench-single", "geekbench-multi", "compression", "redis-web")
+GROUPS = ("geekbench-single", "geekbench-multi", "compression", "redis-web", "llm")
 
 
 def app_family(app: str) -> str:
     """The apps that must not serve as references when `app` is predicted: one Geekbench workload
     (single and multi), one compression algorithm (every level, direction and thread count), all of
-    Redis, all of the static web server; any other app is a family of its own."""
+    Redis, all of the static web server, all of llama.cpp (every model and test: one program, its
+    models are inputs); any other app is a family of its own."""
     parts = app.split(":")
     if parts[0] == "geekbench" and len(parts) >= 2:
         return f"geekbench:{parts[1]}"
     if parts[0] == "compression" and len(parts) >= 2:
         return f"compression:{parts[1].split('-')[0]}"
-    if parts[0] in ("redis", "static_web"):
+    if parts[0] in ("redis", "static_web", "llm"):
         return parts[0]
     return app
 
 
 def app_group(name: str) -> str | None:
-    """The evaluation's group of an imported app ('geekbench-single', 'geekbench-multi',
-    'compression', 'redis-web'); None for an app that is not a Spare Cores one."""
+    """The evaluation's group of an imported app (one of GROUPS); None for an app that is not a
+    Spare Cores one."""
     task, _, rest = str(name).partition(":")
     if not rest:
         return None
@@ -72,4 +77,6 @@ def app_group(name: str) -> str | None:
         return "compression"
     if task in ("redis", "static_web"):
         return "redis-web"
+    if task == "llm":
+        return "llm"
     return None

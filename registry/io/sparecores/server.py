@@ -24,16 +24,18 @@ TASKS = {
     "membench": "stdout", "bw_mem": "stdout", "stressng_benchmarks": "stdout", "stressngfull": "stdout",
     "stressng": "stdout", "stressngsinglecore": "stdout", "passmark": "stdout", "openssl": "parsed.json",
     "geekbench": "results.json", "compression_text": "stdout", "redis": "stdout", "static_web": "stdout",
+    "llm": "stdout",
 }
 # tasks of older runs only, or of newer runs only: not listing them as "not run" on every server
-OPTIONAL = {"stressng", "stressngsinglecore", "membench", "stressng_benchmarks", "virtualization"}
+OPTIONAL = {"stressng", "stressngsinglecore", "membench", "stressng_benchmarks", "virtualization", "llm"}
 
 _MICRO = {"membench": micro.parse_membench, "bw_mem": micro.parse_bw_mem,
           "stressng_benchmarks": micro.parse_stressng_benchmarks, "stressngfull": micro.parse_stressngfull,
           "stressng": lambda t: micro.parse_stressng_cpu(t, "stressng"),
           "stressngsinglecore": lambda t: micro.parse_stressng_cpu(t, "stressngsinglecore"),
           "passmark": micro.parse_passmark, "openssl": micro.parse_openssl}
-_APPS = {"geekbench": appruns.parse_geekbench, "redis": appruns.parse_redis}   # + compression_text, static_web
+_APPS = {"geekbench": appruns.parse_geekbench, "redis": appruns.parse_redis,
+         "llm": appruns.parse_llm}   # + compression_text, static_web
 
 MAX_OUTPUT = 64 * 2**20     # an output larger than this is not a benchmark's (a runaway log): skipped
 
