@@ -221,6 +221,27 @@ def test_parse_server_failed_unfinished_missing_and_older_tasks(tmp_path):
     assert prov["commit"] == "abc" and "geekbench" not in prov["tasks"] and "passmark" in prov["tasks"]
 
 
+def test_llm_runs_on_another_cpu_than_lscpus_are_not_the_servers(tmp_path):
+    """A type moved to newer hosts between its sessions: its llm figures are another CPU's."""
+    moved = Server(name="d4.large", model_name="Intel(R) Xeon(R) CPU E5-2673 v4 @ 2.30GHz")
+    write_server(tmp_path, moved)
+    text = synth.llm(Server(model_name="Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz"))[0]
+    write_task(tmp_path, moved, "llm", text)
+    same = Server(name="d4s.large", model_name="Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz")
+    write_server(tmp_path, same)
+    write_task(tmp_path, same, "llm", text.replace("Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz",
+                                                   "Intel Xeon Platinum 8370C CPU @ 2.80GHz"))   # spelt otherwise
+    arm = Server(name="c7g.large", arch="aarch64", vendor_id="ARM", model_name="Neoverse-V1", family=None, model=None)
+    write_server(tmp_path, arm)
+    write_task(tmp_path, arm, "llm", text.replace("Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz", "CPU"))
+    rec = parse_server(tmp_path / "data/aws/d4.large")
+    assert rec.skipped["llm"] == "ran on another CPU than lscpu's (Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz)"
+    assert not any(a.task == "llm" for a in rec.apps) and any(a.task == "geekbench" for a in rec.apps)
+    for name in ("d4s.large", "c7g.large"):          # the same model spelt otherwise; llama.cpp's "CPU" on Arm
+        rec = parse_server(tmp_path / "data/aws" / name)
+        assert "llm" not in rec.skipped and sum(a.task == "llm" for a in rec.apps) == 8, name
+
+
 def test_specs_fill_what_lscpu_lacks(tmp_path):
     s = Server(name="g5.xlarge", vcpus=4)
     write_server(tmp_path, s, failed={"lscpu": -1})

@@ -182,3 +182,16 @@ def parse_llm(text: str) -> list[AppResult]:
     if not lines:
         raise ValueError("no llama-bench record (a JSON object with avg_ts)")
     return _keep(out)
+
+
+def llm_cpus(text: str) -> set[str]:
+    """The CPU model names llama-bench says it ran on (its records' `cpu_info`)."""
+    names = set()
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("cpu_info"), str):
+            names.add(row["cpu_info"][:200])
+    return names

@@ -95,3 +95,21 @@ def classify(vendor_id, model_name, family=None, model=None, stepping=None,
     if vendor_id.upper() == "ARM" or core.startswith(("neoverse", "cortex")):
         return "ARM", name or None
     return (vendor_id or None), (name or None)
+
+
+_NAME_NOISE = re.compile(r"\((?:r|tm)\)|\b(?:cpu|processor)\b|@.*$|\b\d+-core\b", re.I)
+
+
+def _model_key(name: str | None) -> str:
+    return " ".join(_NAME_NOISE.sub(" ", str(name or "").lower()).split())
+
+
+def same_cpu(a: str | None, b: str | None) -> bool | None:
+    """Whether two model names (lscpu's, a tool's own report) name one CPU model, as far as names
+    tell: trademarks, 'CPU', the clock and the core count aside ('Intel(R) Xeon(R) Platinum 8370C
+    CPU @ 2.80GHz' is 'Intel Xeon Platinum 8370C'); None when either names nothing (empty, llama.cpp's
+    'CPU' on Arm, the 'GENUINE INTEL(R) 0000' of an unreleased part)."""
+    ka, kb = _model_key(a), _model_key(b)
+    if not ka or not kb or "0000" in ka or "0000" in kb:
+        return None
+    return ka == kb or ka in kb or kb in ka

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from registry.io.sparecores import appruns, micro
+from registry.io.sparecores.family import same_cpu
 from registry.io.sparecores.inventory import from_lscpu, from_specs, lscpu_fields, merge
 from registry.io.sparecores.records import ServerRecord, TaskRun
 
@@ -36,6 +37,12 @@ _MICRO = {"membench": micro.parse_membench, "bw_mem": micro.parse_bw_mem,
           "passmark": micro.parse_passmark, "openssl": micro.parse_openssl}
 _APPS = {"geekbench": appruns.parse_geekbench, "redis": appruns.parse_redis,
          "llm": appruns.parse_llm}   # + compression_text, static_web
+
+# tasks whose output names the CPU they ran on. A server type's tasks ran in sessions months apart,
+# and a cloud moves a type to newer hosts: 7 of 62 x86 types' llm runs named another CPU model than
+# their lscpu (Azure Standard_DS12_v2: E5-2673 v4 in 2024, Xeon 8370C in 2025). Such figures are not
+# the measurements of the node the inventory and the profile describe.
+_REPORTS_CPU = {"llm": appruns.llm_cpus}
 
 MAX_OUTPUT = 64 * 2**20     # an output larger than this is not a benchmark's (a runaway log): skipped
 
@@ -71,6 +78,13 @@ def _passmark_memory(text: str) -> int | None:
     import re
     m = re.search(r"^\s*Memory:\s*(\d+)\s*$", text, re.M)
     return int(m[1]) * 2**20 if m and 0 < int(m[1]) < 2**40 else None
+
+
+def _other_cpu(names: set[str], lscpu: dict | None) -> str | None:
+    """The first CPU model a task reported that is not lscpu's (registry.io.sparecores.family.same_cpu),
+    None when they agree or either names nothing."""
+    model = (lscpu or {}).get("cpu_model")
+    return next((n for n in sorted(names) if same_cpu(n, model) is False), None)
 
 
 def parse_server(server_dir: Path | str, specs: dict | None = None) -> ServerRecord:
@@ -128,6 +142,9 @@ def parse_server(server_dir: Path | str, specs: dict | None = None) -> ServerRec
 
     for task, text in outputs.items():
         if task in ("lscpu", "virtualization"):
+            continue
+        if task in _REPORTS_CPU and (other := _other_cpu(_REPORTS_CPU[task](text), lscpu)):
+            rec.skipped[task] = f"ran on another CPU than lscpu's ({other})"
             continue
         try:
             if task in _MICRO:
