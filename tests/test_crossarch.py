@@ -103,6 +103,17 @@ def test_similar_runs_finds_the_app_in_a_known_world_and_beats_the_baselines():
     assert all(0 <= rows[0][c] <= 100 for c in columns[1:] if rows[0].get(c) is not None)
 
 
+def test_another_kind_of_app_is_shown_by_its_group_but_not_held_to_the_issues_targets():
+    data, _ = world()
+    data.times["llm:tiny-q4:tg16"] = data.costs["sc:micro1:all"] * 3.0     # memory-bound, like text generation
+    result = cal.run(data, ["similar-runs", "geekbench-ratio"], 3, [0],
+                     apps=["llm:tiny-q4:tg16", "compression:zstd-1:compress:1t"])
+    summary = cal.summary(data, result)
+    assert "llm" in report.slice_rows(summary)[1]
+    checked = [what for what, _ in report.targets(summary, 3, "similar-runs")]
+    assert any(w.startswith("compression:") for w in checked) and not any(w.startswith("llm") for w in checked)
+
+
 def test_vcpu_ratio_is_exact_for_an_app_that_scales_with_vcpus():
     data, _ = world()
     data.times["perfect"] = 100.0 / data.nodes["n_cpus"]
