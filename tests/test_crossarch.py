@@ -13,7 +13,7 @@ import pytest
 
 from registry.crossarch import evaluate as cal
 from registry.crossarch import report
-from registry.crossarch.data import CrossData
+from registry.crossarch.data import CrossData, single_threaded
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
 from registry.io.sparecores.apps import app_family
@@ -110,6 +110,14 @@ def test_another_kind_of_app_is_shown_by_its_group_but_not_held_to_the_issues_ta
                      apps=["llm:tiny-q4:tg16", "compression:zstd-1:compress:1t"])
     summary = cal.summary(data, result)
     assert "llm" in report.slice_rows(summary)[1]
+    # no other family of its group judges it: said on its predictions, not on a Geekbench workload's
+    cal_nodes = cal.calibration_nodes(data, "llm:tiny-q4:tg16", 3, 0)
+    bank = ReferenceBank(data)
+    said = {app: create("similar-runs").fit(bank.reference_set(app_family(app), cal_nodes)).predict(
+                query(app, data.times[app], cal_nodes, single_threaded(app)), list(data.nodes.index[:3]))[0].warnings
+            for app in ("llm:tiny-q4:tg16", "geekbench:alpha:multi")}
+    assert any("no other app family of its group (llm)" in w for w in said["llm:tiny-q4:tg16"])
+    assert not any("no other app family" in w for w in said["geekbench:alpha:multi"])
     checked = [what for what, _ in report.targets(summary, 3, "similar-runs")]
     assert any(w.startswith("compression:") for w in checked) and not any(w.startswith("llm") for w in checked)
 

@@ -508,6 +508,11 @@ class SimilarRunsModel(ProjectionModel):
         # outcomes fell inside the interval before, 66% after)
         half = self._half(single, group, widths, unlike) / np.sqrt(np.clip(share, MIN_WEIGHT_SHARE, 1.0))
         loose = []
+        if group is not None and not isinstance(self.scope(single, group), tuple):
+            # a kind no other family judges (llama.cpp's: 55-60% inside the 80% intervals, docs/crossarch.md)
+            loose.append(f"no other app family of its group ({group}) among the references: references and "
+                         f"intervals are judged on every {'one-CPU' if single else 'all-CPU'} app instead, "
+                         "and an app unlike all of them errs more than the intervals say")
         if unlike > LOOSE_FIT * widths.floor:
             loose.append(f"its runs fit no reference closely (misfit {unlike:.2f} log units, "
                          f"{unlike / widths.floor:.1f}x the reference apps' median): intervals widened")
