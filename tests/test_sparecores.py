@@ -381,6 +381,26 @@ def test_suite_costs_and_node_table(cli, db_url, tmp_path):
     reg.close()
 
 
+def test_clouds_the_shared_data_lacks_import_alike(cli, db_url, tmp_path):
+    """Spare Cores measures Hetzner, UpCloud, OVH and Alibaba too: a vendor's folder is read by the
+    same rules (an Ampere Altra outside AWS is Ampere's Neoverse-N1, not a Graviton2)."""
+    servers = [Server(vendor="hcloud", name="cax21", vcpus=4, arch="aarch64", vendor_id="ARM", model_name="Neoverse-N1",
+                      family=None, model=None), Server(vendor="hcloud", name="cpx31", vcpus=4),
+               Server(vendor="upcloud", name="2xCPU-4GB", speed=0.8)]
+    for s in servers:
+        write_server(tmp_path / "clone", s)
+        write_specs(tmp_path / "specs", s)
+    out = cli("--db", db_url, "import", "sparecores", str(tmp_path / "clone"), "--specs", str(tmp_path / "specs"),
+              "--workers", "1")
+    assert out.code == 0, out.err
+    table = node_table(open_registry(db_url))
+    assert table.loc["hcloud:cax21", ["cpu_vendor", "cpu_family", "architecture"]].tolist() == [
+        "Ampere", "Neoverse-N1", "aarch64"]
+    assert table.loc["upcloud:2xCPU-4GB", "cpu_family"] == "Zen 4"
+    listed = json.loads(cli("--db", db_url, "nodes", "--vendor", "hcloud", "--json").out)
+    assert sorted(n["name"] for n in listed) == ["hcloud:cax21", "hcloud:cpx31"]
+
+
 def test_cli_errors(cli, db_url, tmp_path):
     assert_one_line_error(cli("--db", db_url, "import", "sparecores", str(tmp_path / "nope")), "not a directory")
     (tmp_path / "empty" / "data" / "aws").mkdir(parents=True)
