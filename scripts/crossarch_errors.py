@@ -39,7 +39,9 @@ def app_kind(app: str) -> str:
         return f"compression:{parts[-1]}"
     if parts[0] == "geekbench":
         return f"geekbench:{parts[-1]}"
-    return parts[0] if parts[0] in ("redis", "static_web", "llm") else ("one CPU" if single_threaded(app) else "all CPUs")
+    if parts[0] in ("redis", "static_web", "llm"):
+        return parts[0]
+    return "one CPU" if single_threaded(app) else "all CPUs"
 
 
 def annotate(frame: pd.DataFrame, nodes: pd.DataFrame) -> pd.DataFrame:
