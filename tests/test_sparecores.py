@@ -240,6 +240,8 @@ def test_llm_runs_on_another_cpu_than_lscpus_are_not_the_servers(tmp_path):
     for name in ("d4s.large", "c7g.large"):          # the same model spelt otherwise; llama.cpp's "CPU" on Arm
         rec = parse_server(tmp_path / "data/aws" / name)
         assert "llm" not in rec.skipped and sum(a.task == "llm" for a in rec.apps) == 8, name
+    write_task(tmp_path, same, "llm", "[" * 100_000)   # damaged past the JSON parser's depth: read, never raised
+    assert parse_server(tmp_path / "data/aws/d4s.large").skipped["llm"] == "unreadable output"
 
 
 def test_specs_fill_what_lscpu_lacks(tmp_path):

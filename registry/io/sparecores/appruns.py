@@ -164,8 +164,8 @@ def parse_llm(text: str) -> list[AppResult]:
             continue
         try:
             row = json.loads(line)
-        except ValueError:
-            continue                               # a log line between the records
+        except (ValueError, RecursionError):
+            continue                               # a log line between the records (or a damaged one)
         if not isinstance(row, dict) or "avg_ts" not in row:
             continue
         lines += 1
@@ -190,7 +190,7 @@ def llm_cpus(text: str) -> set[str]:
     for line in text.splitlines():
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):     # a log line; a damaged one nested past the parser's depth
             continue
         if isinstance(row, dict) and isinstance(row.get("cpu_info"), str):
             names.add(row["cpu_info"][:200])
