@@ -152,6 +152,20 @@ def parse_static_web(text: str, vcpus: int | None) -> list[AppResult]:
 _GGUF = re.compile(r"\.gguf$", re.I)
 
 
+def _llm_records(text: str):
+    """llama-bench's records: the JSON objects with an `avg_ts`, one per line; log lines between them
+    (and a damaged line nested past the JSON parser's depth) are not records."""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(row, dict) and "avg_ts" in row:
+            yield row
+
+
 def parse_llm(text: str) -> list[AppResult]:
     """llama-bench's JSON lines (Spare Cores' `llm` task, llama.cpp on every physical core): one
     app per model and test, ``llm:<model>:pp<N>`` (prompt processing of N tokens), ``tg<N>`` (text
@@ -159,15 +173,7 @@ def parse_llm(text: str) -> list[AppResult]:
     mean tokens/s. Lines of a GPU build or with layers offloaded to a GPU are not CPU results:
     dropped (a server whose every line is one has no figures)."""
     out, lines = [], 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):
-            continue                               # a log line between the records (or a damaged one)
-        if not isinstance(row, dict) or "avg_ts" not in row:
-            continue
+    for row in _llm_records(text):
         lines += 1
         layers, backends = row.get("n_gpu_layers"), str(row.get("backends") or "CPU")
         if (layers not in (0, None) or backends.upper() != "CPU" or str(row.get("gpu_info") or "").strip()):
@@ -186,12 +192,4 @@ def parse_llm(text: str) -> list[AppResult]:
 
 def llm_cpus(text: str) -> set[str]:
     """The CPU model names llama-bench says it ran on (its records' `cpu_info`)."""
-    names = set()
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):     # a log line; a damaged one nested past the parser's depth
-            continue
-        if isinstance(row, dict) and isinstance(row.get("cpu_info"), str):
-            names.add(row["cpu_info"][:200])
-    return names
+    return {row["cpu_info"][:200] for row in _llm_records(text) if isinstance(row.get("cpu_info"), str)}
