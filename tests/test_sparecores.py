@@ -143,6 +143,16 @@ def test_compression_redis_static_web():
     assert {"compression:zstd-3:compress:all-2024", "compression:bzip3-b1MiB:decompress:all-2024"} <= early
     assert "compression:zstd-3:compress:all" not in early and "compression:gzip-9:compress:all" in early
     assert early - later == {k.replace(":all", ":all-2024") for k in later - early}
+    # newer runs name lz4's block size by its frame id (0: the default, 64 KiB; 6: 1 MiB; 7: 4 MiB): the same apps
+    ids = json.loads(text)
+    for entry in ids["lz4"]["1"]:
+        entry["extra_args"] = {"block_size": 0}
+    ids["lz4"]["1"] += [dict(e, extra_args={"block_size": b}) for e in ids["lz4"]["1"] for b in (6, 7)]
+    by_id = {a.app: a.rate for a in appruns.parse_compression(json.dumps(ids))}
+    assert {k: v for k, v in by_id.items() if k in figures} == pytest.approx(figures)
+    assert {k for k in by_id if k.startswith("compression:lz4")} == {
+        f"compression:lz4-1-b{b}:{op}:{tag}" for b in ("64KiB", "1MiB", "4MiB")
+        for op in ("compress", "decompress") for tag in ("1t", "all")}
     text, figures = synth.redis(s)
     got = {a.app: a for a in appruns.parse_redis(text)}
     assert {k: a.rate for k, a in got.items()} == pytest.approx(figures)

@@ -81,6 +81,13 @@ EARLY_ALL_UNTIL = "2024-09-20"
 EARLY_ALL_ALGOS = frozenset({"zstd", "bzip3"})
 
 
+# Newer runs name lz4's block size by its frame-format id (python-lz4's BLOCKSIZE_*: 0 the default,
+# 64 KiB; 4-7 = 64 KiB, 256 KiB, 1 MiB, 4 MiB), older ones in bytes. The same corpus gives the same
+# compression ratio to 15 digits for 0 and 65536, 6 and 1048576, 7 and 4194304 (hcloud:cpx22 against
+# aws:m7a.large): one app each, whichever way a run spelled it.
+LZ4_BLOCK_IDS = {0: 64 * 2**10, 4: 64 * 2**10, 5: 256 * 2**10, 6: 2**20, 7: 4 * 2**20}
+
+
 def parse_compression(text: str, started: str | None = None) -> list[AppResult]:
     """`started`: the task's start (meta.json), which tells the two kinds of all-core figures of
     EARLY_ALL_ALGOS apart (None: the later kind)."""
@@ -99,6 +106,8 @@ def parse_compression(text: str, started: str | None = None) -> list[AppResult]:
     for algo, level, e in runs:
         name = str(algo) if level in (None, "null", "") else f"{algo}-{level}"
         block = (e.get("extra_args") or {}).get("block_size") if isinstance(e.get("extra_args"), dict) else None
+        if algo == "lz4" and type(block) is int:
+            block = LZ4_BLOCK_IDS.get(block, block)
         if isinstance(block, int) and block > 0:
             name += f"-b{size_label(block)}"
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
