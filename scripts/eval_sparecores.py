@@ -102,10 +102,8 @@ def main() -> None:
         title = f"K={k}, seeds {args.seeds}: {time.perf_counter() - t0:.0f} s (shared 2-core machine)"
         _table(title, report.overall_rows(summary), ["model", "kind", "folds", "predictions", "median err %",
                                                       "p90 err %", "Spearman", "top-1 %", "regret %", "coverage %"])
-        for measure, what in (("median_ae", "median abs error %"), ("p90_ae", "90th percentile abs error %"),
-                              ("coverage", "80% interval coverage %")):
-            rows, columns = report.slice_rows(summary, measure)
-            _table(f"K={k}: {what} by app group and across architectures", rows, columns)
+        for what, rows, columns in report.slice_tables(summary, ("median_ae", "p90_ae", "coverage")):
+            _table(f"K={k}: {what}", rows, columns)
         seconds = ", ".join(f"{m} {s:.0f} s" for m, s in result.seconds.items())
         console.print(f"  fit and predict time: {seconds}", markup=False)
         for model in [m for m in models if result.kinds.get(m) == "model"]:

@@ -103,6 +103,30 @@ def test_similar_runs_finds_the_app_in_a_known_world_and_beats_the_baselines():
     assert all(0 <= rows[0][c] <= 100 for c in columns[1:] if rows[0].get(c) is not None)
 
 
+def test_figures_split_by_the_targets_cloud_where_they_are_of_several():
+    """A cloud the method was never designed on is checked the same way: its targets get a slice of
+    their own (and none where every node is of one cloud)."""
+    data, _ = world()
+    apps = ["compression:zstd-1:compress:1t", "geekbench:alpha:multi"]
+    one = cal.summary(data, cal.run(data, ["similar-runs"], 3, [0], apps=apps))
+    assert not [r for r in one if r["slice"].startswith(cal.CLOUD)] and report.cloud_rows(one)[0] == []
+    other = data.nodes.index.str.endswith(("-0", "-1", "-2"))
+    data.nodes["vendor"] = np.where(other, "hcloud", "aws")
+    result = cal.run(data, ["similar-runs", "vcpu-ratio"], 3, [0], apps=apps)
+    summary = cal.summary(data, result)
+    frame = result.predictions[result.predictions["model"] == "similar-runs"]
+    hc = frame[frame["node"].isin(data.nodes.index[other])]
+    mine = {r["slice"]: r for r in summary if r["model"] == "similar-runs"}
+    assert mine["cloud:hcloud"]["predictions"] == len(hc) > 0
+    assert mine["cloud:aws"]["predictions"] == len(frame) - len(hc)
+    assert mine["cloud:hcloud"]["median_ae"] == pytest.approx((hc["predicted_s"] / hc["actual_s"] - 1).abs().median())
+    rows, columns = report.cloud_rows(summary)
+    assert columns == ["model", "aws", "hcloud"]
+    assert {r["model"] for r in rows} == {"similar-runs", "vcpu-ratio", "oracle"}
+    titles = [t for t, _, _ in report.slice_tables(summary)]
+    assert "median absolute error % by the targets' cloud" in titles
+
+
 def test_another_kind_of_app_is_shown_by_its_group_but_not_held_to_the_issues_targets():
     data, _ = world()
     data.times["llm:tiny-q4:tg16"] = data.costs["sc:micro1:all"] * 3.0     # memory-bound, like text generation

@@ -71,9 +71,8 @@ def run_calibrate(ctx: typer.Context, k: int, seeds: list[int], suite: str, mode
     title = (f"K={k} calibration nodes of different CPU families, seeds {','.join(map(str, seeds))}: "
              f"{len(data.apps)} apps, {len(data.nodes)} nodes")
     print_table(report.overall_rows(summary), title=title)
-    for measure, what in (("median_ae", "median absolute error %"), ("coverage", "80% interval coverage %")):
-        rows, columns = report.slice_rows(summary, measure)
-        print_table(rows, columns, title=f"{what} by app group and across architectures")
+    for what, rows, columns in report.slice_tables(summary):
+        print_table(rows, columns, title=what)
     for model, why in result.errors.items():
         say(f"not evaluated: {model}: {why}", err=True)
     for text, ok in checks:

@@ -21,7 +21,8 @@ from registry.errors import UserError
 class CrossData:
     """costs: index node, columns config_key, time-like cost (lower faster), NaN = not measured.
     times: index node, columns app, seconds, NaN = not measured.
-    nodes: index node; columns architecture, cpu_family, n_cpus (others allowed: memory_bytes).
+    nodes: index node; columns architecture, cpu_family, n_cpus (others allowed: memory_bytes, vendor:
+    the cloud, which the evaluation splits its figures by).
     prices: node -> price per hour in one currency (None: unknown)."""
 
     costs: pd.DataFrame
@@ -90,7 +91,7 @@ def load(registry, suite: str = "sparecores") -> CrossData:
     priced = {n: p for n, p in prices.items() if n in nodes.index}
     currencies = {c for _, c in priced.values()}
     price = pd.Series({n: p for n, (p, _) in priced.items()}, dtype=float) if len(currencies) == 1 else None
-    return CrossData(costs, times, nodes[["architecture", "cpu_family", "n_cpus", "memory_bytes"]], price,
+    return CrossData(costs, times, nodes[["architecture", "cpu_family", "n_cpus", "memory_bytes", "vendor"]], price,
                      currencies.pop() if len(currencies) == 1 else None)
 
 

@@ -12,9 +12,11 @@ Metrics, over all (app, seed) folds of a model: median and 90th percentile of th
 the predicted time (|predicted / actual - 1|), median Spearman rank correlation over the targets of a
 fold, top-1 (the predicted fastest target is the fastest measured), regret (time on the predicted
 fastest over the fastest, minus 1), coverage of the interval (models with intervals); by app group;
-and across architectures: ``x86->arm`` (every calibration node x86_64, the aarch64 targets) and
-``arm->x86`` (the reverse). ``oracle``: in each fold, the single reference whose ratio has the lowest
-median error on the targets, chosen in hindsight (a bound on any single-ratio rule, not a model).
+across architectures: ``x86->arm`` (every calibration node x86_64, the aarch64 targets) and
+``arm->x86`` (the reverse); and, where the targets are of several clouds, by the target's cloud
+(``cloud:<vendor>``: a cloud the methods were never designed on is checked the same way).
+``oracle``: in each fold, the single reference whose ratio has the lowest median error on the targets,
+chosen in hindsight (a bound on any single-ratio rule, not a model).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from registry.models.base import MODEL_FAILURES
 
 ORACLE = "oracle"
 X86, ARM = "x86_64", "aarch64"
+CLOUD = "cloud:"      # the summary's slices by the target's cloud
 COLUMNS = ["model", "app", "node", "calibration", "predicted_s", "actual_s", "low_s", "high_s", "seed"]
 
 
@@ -157,6 +160,13 @@ def _direction(data: CrossData, frame: pd.DataFrame) -> pd.Series:
     return out
 
 
+def _cloud(data: CrossData, frame: pd.DataFrame) -> pd.Series:
+    """Each row's target cloud (the nodes' vendor; '' where the data has none)."""
+    if "vendor" not in data.nodes:
+        return pd.Series("", index=frame.index)
+    return frame["node"].map(data.nodes["vendor"].fillna("").astype(str)).fillna("")
+
+
 def score(frame: pd.DataFrame) -> dict:
     """Median / 90th-percentile absolute error, median Spearman, top-1, regret and interval coverage
     of prediction rows (COLUMNS) of one model."""
@@ -188,11 +198,14 @@ def summary(data: CrossData, result: CalibrateResult) -> list[dict]:
     frame = result.predictions
     if frame.empty:
         return []
-    frame = frame.assign(group=frame["app"].map(app_group), direction=_direction(data, frame))
+    frame = frame.assign(group=frame["app"].map(app_group), direction=_direction(data, frame),
+                         cloud=_cloud(data, frame))
+    clouds = frame["cloud"].nunique() > 1
     out = []
     for model, g in frame.groupby("model", sort=False):
         slices = [("all", g)] + [(name, s) for name, s in g.groupby("group")] + \
-                 [(name, s) for name, s in g.groupby("direction") if name]
+                 [(name, s) for name, s in g.groupby("direction") if name] + \
+                 ([(CLOUD + name, s) for name, s in g.groupby("cloud") if name] if clouds else [])
         for name, s in slices:
             out.append({"model": model, "kind": result.kinds.get(model, "model"), "slice": name, **score(s)})
     return out

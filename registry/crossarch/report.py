@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from registry.crossarch.evaluate import CLOUD
 from registry.io.sparecores.apps import GROUPS
 
 # the groups issue 27's targets name; an app of another group (llm) is shown, not held to them
@@ -32,6 +33,34 @@ def slice_rows(summary: list[dict], measure: str = "median_ae") -> tuple[list[di
             rows.setdefault(r["model"], {"model": r["model"]})[r["slice"]] = pct(r[measure])
     # a model without the measure anywhere (no intervals: the baselines' coverage) has no row
     return [r for r in rows.values() if any(r.get(s) is not None for s in slices)], ["model", *slices]
+
+
+def cloud_rows(summary: list[dict], measure: str = "median_ae") -> tuple[list[dict], list[str]]:
+    """One row per model, one column per target cloud (`measure` in %); no rows where the targets were
+    of one cloud."""
+    clouds = sorted({r["slice"] for r in summary if r["slice"].startswith(CLOUD)})
+    rows: dict[str, dict] = {}
+    for r in summary:
+        if r["slice"] in clouds:
+            rows.setdefault(r["model"], {"model": r["model"]})[r["slice"][len(CLOUD):]] = pct(r[measure])
+    return [r for r in rows.values() if any(v is not None for k, v in r.items() if k != "model")], \
+        ["model", *(c[len(CLOUD):] for c in clouds)]
+
+
+MEASURES = {"median_ae": "median absolute error %", "p90_ae": "90th percentile absolute error %",
+            "coverage": "80% interval coverage %"}
+
+
+def slice_tables(summary: list[dict], measures=("median_ae", "coverage")) -> list[tuple[str, list[dict], list[str]]]:
+    """(title, rows, columns) of each measure by app group and across architectures, then by the
+    targets' cloud where they were of several."""
+    out = []
+    for by, what in ((slice_rows, "by app group and across architectures"), (cloud_rows, "by the targets' cloud")):
+        for measure in measures:
+            rows, columns = by(summary, measure)
+            if rows:
+                out.append((f"{MEASURES[measure]} {what}", rows, columns))
+    return out
 
 
 def targets(summary: list[dict], k: int, model: str) -> list[tuple[str, bool | None]]:
