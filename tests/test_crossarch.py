@@ -19,7 +19,7 @@ from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank,
 from registry.io.sparecores.apps import app_family
 from registry.models.plugins import create
 from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, Choice,
-                                          family_codes, reliability_factor)
+                                          column_quantile, family_codes, reliability_factor)
 from conftest import assert_one_line_error, both_backends
 from crossarch_synth import FAMILIES, synthetic_nodes
 
@@ -314,7 +314,7 @@ def test_similar_runs_interval_widens_for_an_app_unlike_its_references():
 
 
 def test_similar_runs_interval_of_an_unscored_node_pools_its_architecture(monkeypatch):
-    """The inner cross-validation scores a subset of the nodes; a node outside it takes the quantile
+    """A node without errors of its own (fewer than 10 inner targets measured on it) takes the quantile
     pooled over the scored nodes of its own architecture, so that where ARM nodes' errors are larger
     (x86 calibration nodes) an unscored ARM node's interval is wider than an unscored x86 node's."""
     monkeypatch.setattr("registry.models.similar_runs.INNER_NODES", 12)
@@ -328,10 +328,42 @@ def test_similar_runs_interval_of_an_unscored_node_pools_its_architecture(monkey
     assert arm[scored].any() and (~arm[scored]).any()
     err = np.full((12, len(scored)), 0.05)
     err[:, arm[scored]] = 0.2
-    widths = model._widths(err, np.zeros(12))
+    widths = model._widths(err, np.zeros(12), scored)
     unscored = np.setdiff1d(np.arange(len(nodes)), scored)
     on_arm, on_x86 = widths.at(0.0)[unscored[arm[unscored]]], widths.at(0.0)[unscored[~arm[unscored]]]
     assert np.allclose(on_arm, 0.2) and np.allclose(on_x86, 0.05)
+
+
+def test_similar_runs_interval_of_a_node_whose_apps_stray_is_its_own(monkeypatch):
+    """The inner cross-validation chooses the settings on INNER_NODES nodes, but the interval's quantile
+    comes from its errors on every node: a node outside that subset whose apps all stray from what its
+    references say (a batch of runs unlike the rest) gets a wider interval than its siblings, not their
+    pooled one."""
+    monkeypatch.setattr("registry.models.similar_runs.INNER_NODES", 12)
+    data, _ = world()
+    app = "compression:lz4-1:compress:1t"
+    cal_nodes = ["Zen4-0", "Graviton3-1", "IceLake-2"]
+    bank = ReferenceBank(data)
+    model = create("similar-runs").fit(bank.reference_set(app_family(app), cal_nodes))
+    nodes = model.fitted["nodes"]
+    scored = {nodes[i] for i in model.scored_nodes()}
+    odd = next(n for n in nodes if n not in scored and n not in cal_nodes and data.architecture(n) == "x86_64")
+    data.times.loc[odd] *= np.exp(np.random.default_rng(3).normal(0, 0.4, data.times.shape[1]))
+    model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
+    targets = [n for n in nodes if n not in cal_nodes and data.architecture(n) == "x86_64"]
+    half = {p.node: np.log(p.high_s / p.predicted_s)
+            for p in model.predict(query(app, data.times[app], cal_nodes, True), targets)}
+    assert half[odd] > 2 * np.median([h for n, h in half.items() if n != odd])
+
+
+def test_column_quantile_is_the_split_conformal_rank():
+    """Of n values the ceil(0.8 (n + 1))-th smallest covers a new one 80% of the time; the ceil(0.8 n)-th
+    only n / (n + 1) of that (75% for the 15 Geekbench workloads that judge one)."""
+    x = np.arange(1.0, 16.0)[:, None].repeat(2, axis=1)
+    x[10:, 1] = np.nan                                  # the second column: 10 values
+    assert column_quantile(x, 0.8).tolist() == [13.0, 9.0]
+    assert column_quantile(x[:4], 0.8).tolist() == [4.0, 4.0]      # past n: the largest
+    assert np.isnan(column_quantile(x, 0.8, at_least=11)[1])
 
 
 def test_similar_runs_interval_of_an_unscored_node_pools_nodes_of_its_size(monkeypatch):
@@ -347,7 +379,7 @@ def test_similar_runs_interval_of_an_unscored_node_pools_nodes_of_its_size(monke
     bins, scored = model._size_bins(), model.scored_nodes()
     assert {0, 3} <= set(bins[scored]) or {1, 3} <= set(bins[scored])
     err = np.where(bins[scored] >= 2, 0.3, 0.05)[None, :].repeat(12, axis=0)
-    per_node = model._widths(err, np.zeros(12)).at(0.0)
+    per_node = model._widths(err, np.zeros(12), scored).at(0.0)
     arch = model._architectures()
     pooled = {(arch[j], bins[j]) for j in scored}
     checked = [i for i in np.setdiff1d(np.arange(len(bins)), scored) if (arch[i], bins[i]) in pooled]
@@ -376,8 +408,7 @@ def test_similar_runs_interval_of_a_small_group_is_no_narrower_than_its_thread_c
     half = np.array([np.log(p.high_s / p.predicted_s) for p in got])
     tol, choice, _ = model._local_choice(False, np.array([query(app, data.times[app], cal_nodes, False).signature[c]
                                                           for c in model.fitted["columns"]]), "redis-web")
-    group = model._tried((False, "redis-web"), tol, choice)
-    own = model._widths(*group[3:]).at(unlike)[idx]
+    own = model._node_widths(False, "redis-web", tol, choice).at(unlike)[idx]
     wider = model._choose(False)[2].at(unlike)[idx]
     assert np.allclose(half, np.maximum(own, wider))
     assert (half > own * 1.01).any()

@@ -24,12 +24,14 @@ those of the query's thread class, or, for an app of a known group (Geekbench si
 multi-core, compression, Redis and the static web server: known from its name) with another family
 of that group among them, that group's alone (`scope`): a Geekbench workload's references are judged
 on the other Geekbench workloads, not mostly on compression. The residuals of that choice give the intervals:
-normalised split-conformal, calibrated on the reference apps, not on the app predicted. Each inner
+normalised split-conformal, calibrated on the reference apps, not on the app predicted. The setting is
+chosen on INNER_NODES nodes; its residuals are then taken on every node (`_node_widths`). Each inner
 target's absolute log errors are divided by (floor + its misfit: how unlike its references its own
-pattern is, `Projection.misfit`), per node the quantile at the nominal coverage, and the query's interval is that
+pattern is, `Projection.misfit`), per node the conformal quantile at the nominal coverage
+(`column_quantile`), and the query's interval is that
 times (floor + the query's misfit): an app no reference fits over the calibration nodes gets a wider
-interval than one several fit closely (with one calibration node every misfit is 0). A node the inner
-cross-validation did not score takes the quantile of the scored nodes of its architecture and size
+interval than one several fit closely (with one calibration node every misfit is 0). A node where too
+few inner targets were measured takes the quantile of the other nodes of its architecture and size
 beside the calibration nodes (`_size_bins`), a query of a small group no narrower an interval than its
 thread class's (`_half`), and a node that measured only a share s of the weighted references an
 interval 1 / sqrt(s) as wide (`Projection.share`).
@@ -178,11 +180,13 @@ def reliability_factor(E: np.ndarray, sharpness: float) -> np.ndarray:
 
 
 def column_quantile(x: np.ndarray, q: float, at_least: int = 1) -> np.ndarray:
-    """The q-quantile of each column's finite values (lower value, no interpolation); NaN for a column
-    with fewer than `at_least` of them. np.nanquantile per column, without its per-column Python loop."""
+    """Each column's split-conformal q-quantile of its n finite values: the ceil(q (n + 1))-th smallest
+    (the largest where that is past n); NaN for a column with fewer than `at_least` of them. The plain
+    ceil(q n)-th covers a new value with probability ceil(q n) / (n + 1) only: 75% for q = 0.8 and the
+    15 Geekbench workloads that judge one (docs/crossarch.md)."""
     n = np.isfinite(x).sum(axis=0)
     ordered = np.sort(np.where(np.isfinite(x), x, np.inf), axis=0)
-    k = np.clip(np.ceil(q * n).astype(int) - 1, 0, max(x.shape[0] - 1, 0))
+    k = np.clip(np.minimum(np.ceil(q * (n + 1)).astype(int), n) - 1, 0, max(x.shape[0] - 1, 0))
     out = ordered[k, np.arange(x.shape[1])] if x.shape[0] else np.full(x.shape[1], np.nan)
     return np.where(n >= max(at_least, 1), out, np.nan)
 
@@ -238,7 +242,7 @@ class SimilarRunsModel(ProjectionModel):
         if nf is not None and set(NODE_FEATURES) <= set(nf.columns):
             nf = nf.reindex(self.fitted["nodes"])
             self.fitted["node_features"] = {c: nf[c].to_numpy(dtype=float) for c in NODE_FEATURES}
-        self.fitted["tried"] = {}    # per scope: every (tolerance, Choice, per-app error, errors, misfits) tried
+        self.fitted["tried"] = {}    # per scope: every (tolerance, Choice, per-app median error) tried
         self.fitted["choice"] = {}   # per scope: (tolerance, Choice, Widths)
         self.fitted["inner"] = {}    # per query thread class: (reference apps, nodes, their inner-CV log predictions)
         return self
@@ -281,12 +285,18 @@ class SimilarRunsModel(ProjectionModel):
                 np.arange(len(f["refs"]))
         return targets
 
+    def other_nodes(self) -> np.ndarray:
+        """Indices of the nodes outside the calibration nodes."""
+        f = self.fitted
+        if "other_nodes" not in f:
+            cal_nodes = {c[len(CAL):] for c in f["columns"]}
+            f["other_nodes"] = np.array([i for i, n in enumerate(f["nodes"]) if n not in cal_nodes], dtype=int)
+        return f["other_nodes"]
+
     def scored_nodes(self) -> np.ndarray:
         """Indices of the nodes the inner cross-validation scores: up to INNER_NODES evenly spread ones
         outside the calibration nodes."""
-        f = self.fitted
-        cal_nodes = {c[len(CAL):] for c in f["columns"]}
-        others = np.array([i for i, n in enumerate(f["nodes"]) if n not in cal_nodes], dtype=int)
+        others = self.other_nodes()
         if len(others) > INNER_NODES:
             others = others[np.linspace(0, len(others) - 1, INNER_NODES).astype(int)]
         return others
@@ -343,21 +353,12 @@ class SimilarRunsModel(ProjectionModel):
         if key in f["choice"]:
             return f["choice"][key]
         targets = self.inner_targets(single, group)
-        fam = family_codes(f["refs"])
         others = self.scored_nodes()
         L = f["L"][:, others]
-        track = None
-        if not self._few_families(single, group):
-            _, E_minus, groups = self._track_records(single, group)
-            track = E_minus[:, np.searchsorted(groups, fam[targets])].T
+        track = self._inner_track(single, group)
 
         def inner(tol: float, choice: Choice) -> tuple:
-            prior = np.tile(self._prior(single, choice._replace(sharpness=None)), (len(targets), 1))
-            if choice.sharpness:
-                prior = prior * reliability_factor(track, choice.sharpness)
-            prior[fam[None, :] == fam[targets][:, None]] = 0.0
-            proj = project(f["F"], L, f["F"][targets], prior, tol)
-            pred = proj.log
+            pred = project(f["F"], L, f["F"][targets], self._inner_prior(single, group, choice, track), tol).log
             plain = (tol, choice.app_weight)
             if choice == Choice(choice.app_weight):
                 plain_pred[plain] = pred
@@ -366,7 +367,7 @@ class SimilarRunsModel(ProjectionModel):
             err = np.abs(pred - L[targets])
             with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
                 warnings.simplefilter("ignore", RuntimeWarning)
-                tried.append((tol, choice, np.nanmedian(err, axis=1), err, proj.misfit))
+                tried.append((tol, choice, np.nanmedian(err, axis=1)))
             return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
 
         tried = f["tried"].setdefault(key, [])
@@ -383,16 +384,50 @@ class SimilarRunsModel(ProjectionModel):
         _, tol, weight, err, pred = min([best] + [inner(t, best[2]) for t in tolerances if t != best[1]],
                                         key=lambda r: r[0])
         f["inner"][key] = (targets, others, pred)
-        f["choice"][key] = (tol, weight, self._widths(*self._tried(key, tol, weight)[3:]))
+        f["choice"][key] = (tol, weight, self._node_widths(single, group, tol, weight))
         return f["choice"][key]
 
-    def _tried(self, key, tol: float, choice: Choice) -> tuple:
-        """The inner cross-validation's record of one setting in this scope."""
-        return next(t for t in self.fitted["tried"][key] if t[0] == tol and t[1] == choice)
+    def _inner_track(self, single: bool, group: str | None) -> np.ndarray | None:
+        """Each inner target's track record of every reference, its own family left out (targets x
+        references); None where too few families judge the scope."""
+        if self._few_families(single, group):
+            return None
+        _, E_minus, groups = self._track_records(single, group)
+        fam = family_codes(self.fitted["refs"])[self.inner_targets(single, group)]
+        return E_minus[:, np.searchsorted(groups, fam)].T
 
-    def _widths(self, err: np.ndarray, misfits: np.ndarray) -> Widths:
-        """The interval from the inner cross-validation's absolute errors (targets x scored nodes) and the
-        targets' misfits: each error over (floor + its target's misfit), the floor the targets' median
+    def _inner_prior(self, single: bool, group: str | None, choice: Choice, track: np.ndarray | None) -> np.ndarray:
+        """The prior of each inner target's references (targets x references) under a choice: its own
+        family never serves."""
+        targets = self.inner_targets(single, group)
+        fam = family_codes(self.fitted["refs"])
+        prior = np.tile(self._prior(single, choice._replace(sharpness=None)), (len(targets), 1))
+        if choice.sharpness:
+            prior = prior * reliability_factor(track, choice.sharpness)
+        prior[fam[None, :] == fam[targets][:, None]] = 0.0
+        return prior
+
+    def _node_widths(self, single: bool, group: str | None, tol: float, choice: Choice) -> Widths:
+        """The interval's Widths of a setting, from the inner cross-validation's errors on every node but
+        the calibration nodes, not only the INNER_NODES that chose the setting: a node whose figures
+        stray from what its references say (for every app alike, as 10 Hetzner types' decompression
+        runs of one day did) gets its own wider quantile rather than its pool's (docs/crossarch.md,
+        "Intervals from every node": coverage on the Hetzner types 67.0% -> 74.7%, seeds 5-6)."""
+        f = self.fitted
+        targets, nodes = self.inner_targets(single, group), self.other_nodes()
+        L = f["L"][:, nodes]
+        track = self._inner_track(single, group)
+        proj = project(f["F"], L, f["F"][targets], self._inner_prior(single, group, choice, track), tol)
+        pred = proj.log
+        if choice != Choice(choice.app_weight):
+            # where its references were not measured, the plain prior's prediction (as predict does)
+            plain = self._inner_prior(single, group, Choice(choice.app_weight), None)
+            pred = np.where(np.isnan(pred), project(f["F"], L, f["F"][targets], plain, tol).log, pred)
+        return self._widths(np.abs(pred - L[targets]), proj.misfit, nodes)
+
+    def _widths(self, err: np.ndarray, misfits: np.ndarray, scored: np.ndarray) -> Widths:
+        """The interval from the inner cross-validation's absolute errors (targets x the `scored` nodes) and
+        the targets' misfits: each error over (floor + its target's misfit), the floor the targets' median
         misfit; per node the quantile at the nominal coverage where enough apps say so, else the one pooled
         over the scored nodes of its architecture and size beside the calibration nodes (`_size_bins`: an
         all-CPU app errs more the farther its vCPUs are extrapolated), else of its architecture (ARM or
@@ -402,7 +437,6 @@ class SimilarRunsModel(ProjectionModel):
         scores = err / (floor + misfits)[:, None]
         glob = np.nanquantile(scores, self.coverage) if np.isfinite(scores).any() else 0.5 / floor
         per_node = np.full(len(self.fitted["nodes"]), glob)
-        scored = self.scored_nodes()
         # nodes without their own: the quantile pooled over the scored nodes of their architecture, then of
         # their architecture and size beside the calibration nodes' where that pool has enough (the finer wins)
         arch = self._architectures()
@@ -471,13 +505,13 @@ class SimilarRunsModel(ProjectionModel):
         sse = ((gaps - gaps.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
         v = np.exp(-(sse - sse.min()) / (2 * tol ** 2)) / np.bincount(fam)[fam]
         scores = []
-        for _, _, per_app, _, _ in f["tried"][self.scope(single, group)]:
+        for _, _, per_app in f["tried"][self.scope(single, group)]:
             ok = np.isfinite(per_app)
             scores.append((v[ok] * per_app[ok]).sum() / max(v[ok].sum(), 1e-300) if ok.any() else np.inf)
-        local_tol, local, _, err, misfits = f["tried"][self.scope(single, group)][int(np.argmin(scores))]
+        local_tol, local = f["tried"][self.scope(single, group)][int(np.argmin(scores))][:2]
         if (local_tol, local) == (tol, choice):
             return tol, choice, widths
-        return local_tol, local, self._widths(err, misfits)
+        return local_tol, local, self._node_widths(single, group, local_tol, local)
 
     # -- predict -------------------------------------------------------------------------------
 
