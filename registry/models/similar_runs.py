@@ -254,6 +254,13 @@ class SimilarRunsModel(ProjectionModel):
             f["groups"] = app_groups(f["refs"])
         return f["groups"]
 
+    def _families(self) -> np.ndarray:
+        """The references' app family codes (family_codes), computed once per fit."""
+        f = self.fitted
+        if "families" not in f:
+            f["families"] = family_codes(f["refs"])
+        return f["families"]
+
     def scope(self, single: bool, group: str | None = None) -> bool | tuple[bool, str]:
         """Whose reference apps judge the references and the settings for a query: its thread class
         (the key is the class, a bool), or, for a query of a known app group (Geekbench single-core,
@@ -267,7 +274,7 @@ class SimilarRunsModel(ProjectionModel):
         cache = f.setdefault("scopes", {})
         if (bool(single), group) not in cache:
             mine = f["app"] & (f["single"] == single) & (self._groups() == group)
-            enough = len(set(family_codes(f["refs"])[mine])) >= MIN_GROUP_FAMILIES
+            enough = len(set(self._families()[mine])) >= MIN_GROUP_FAMILIES
             cache[(bool(single), group)] = (bool(single), group) if enough else bool(single)
         return cache[(bool(single), group)]
 
@@ -322,7 +329,7 @@ class SimilarRunsModel(ProjectionModel):
         if key in cache:
             return cache[key]
         targets = self.inner_targets(single, group)
-        fam = family_codes(f["refs"])
+        fam = self._families()
         L = f["L"][:, self.scored_nodes()]
         Fm = f["F"].mean(axis=1)
         errs = np.full((len(f["refs"]), len(targets)), np.nan)
@@ -393,14 +400,14 @@ class SimilarRunsModel(ProjectionModel):
         if self._few_families(single, group):
             return None
         _, E_minus, groups = self._track_records(single, group)
-        fam = family_codes(self.fitted["refs"])[self.inner_targets(single, group)]
+        fam = self._families()[self.inner_targets(single, group)]
         return E_minus[:, np.searchsorted(groups, fam)].T
 
     def _inner_prior(self, single: bool, group: str | None, choice: Choice, track: np.ndarray | None) -> np.ndarray:
         """The prior of each inner target's references (targets x references) under a choice: its own
         family never serves."""
         targets = self.inner_targets(single, group)
-        fam = family_codes(self.fitted["refs"])
+        fam = self._families()
         prior = np.tile(self._prior(single, choice._replace(sharpness=None)), (len(targets), 1))
         if choice.sharpness:
             prior = prior * reliability_factor(track, choice.sharpness)
@@ -463,7 +470,7 @@ class SimilarRunsModel(ProjectionModel):
     def _few_families(self, single: bool, group: str | None = None) -> bool:
         """Whether fewer than MIN_TRACK_FAMILIES app families judge queries of this scope (too few for a
         track record, or to calibrate an interval on alone)."""
-        return len(set(family_codes(self.fitted["refs"])[self.inner_targets(single, group)])) < MIN_TRACK_FAMILIES
+        return len(set(self._families()[self.inner_targets(single, group)])) < MIN_TRACK_FAMILIES
 
     def _size_bins(self) -> np.ndarray:
         """Per node, how far its vCPUs lie outside the calibration nodes' range, in bins of the log ratio
@@ -499,7 +506,7 @@ class SimilarRunsModel(ProjectionModel):
         if len(q) < 2 or self.tolerance:
             return tol, choice, widths
         targets = self.inner_targets(single, group)
-        fam = family_codes(f["refs"])[targets]
+        fam = self._families()[targets]
         patterns = f["F"][targets]
         gaps = q[None, :] - patterns
         sse = ((gaps - gaps.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
