@@ -270,11 +270,11 @@ def write_server(root: Path, s: Server, *, skip: tuple[str, ...] = (), failed: d
     return written
 
 
-def write_specs(root: Path, s: Server, memory_mib: int = 8192, gpus: int = 0) -> None:
+def write_specs(root: Path, s: Server, memory_mib: int = 8192, gpus: int = 0, allocation: str = "DEDICATED") -> None:
     folder = root / "data" / "server" / s.vendor
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"vendor_id": s.vendor, "server_id": s.name, "name": s.name, "api_reference": s.name, "vcpus": s.vcpus,
            "cpu_cores": s.vcpus, "cpu_architecture": "ARM64" if s.arch == "aarch64" else "X86_64",
            "cpu_manufacturer": "AMD", "memory_amount": memory_mib, "hypervisor": "nitro", "gpu_count": gpus,
-           "gpu_model": "L4" if gpus else None, "cpu_flags": s.flags}
+           "gpu_model": "L4" if gpus else None, "cpu_flags": s.flags, "cpu_allocation": allocation}
     (folder / f"{s.name.replace('.', '_')}.json").write_text(json.dumps(doc))

@@ -182,6 +182,19 @@ def test_from_runs_ranks_by_time_and_cost_and_warns_across_architectures():
     assert [r.cost for r in by_cost] == sorted(r.cost for r in by_cost)
 
 
+def test_from_runs_warns_on_a_node_that_sells_shared_vcpus():
+    """A node whose vCPUs the vendor shares with other tenants is said to be one (its figures move with
+    their load); the others are not, and a node table without the column warns of none."""
+    data, _ = world()
+    app = "compression:lz4-1:compress:1t"
+    measured = {n: data.times.at[n, app] for n in ("Zen4-0", "IceLake-1")}
+    quiet = from_runs(data, app, measured)
+    data.nodes["shared_vcpus"] = data.nodes.index == "Zen4-2"
+    said = {r.node: any("shared vCPUs" in w for w in r.warnings) for r in from_runs(data, app, measured)}
+    assert said["Zen4-2"] and sum(said.values()) == 1
+    assert not any("shared vCPUs" in w for r in quiet for w in r.warnings)
+
+
 def test_from_runs_warns_where_an_all_cpu_app_is_extrapolated_far_in_vcpus():
     """Measured on 2- and 4-vCPU nodes, an all-CPU app on a 32- or 64-vCPU node is 8x or more beyond them:
     said per node; a one-CPU app on the same nodes is not (its scaling is not extrapolated)."""

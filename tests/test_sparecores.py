@@ -10,6 +10,7 @@ from conftest import assert_one_line_error, both_backends
 from sparecores_synth import Server, write_server, write_specs, write_task
 import sparecores_synth as synth
 
+from registry.crossarch.data import load
 from registry.db import open_registry
 from registry.io.sparecores import app_group, cpu_family, parse_server
 from registry.io.sparecores import appruns, micro
@@ -393,15 +394,17 @@ def test_suite_costs_and_node_table(cli, db_url, tmp_path):
     reg.close()
 
 
+@both_backends
 def test_clouds_the_shared_data_lacks_import_alike(cli, db_url, tmp_path):
     """Spare Cores measures Hetzner, UpCloud, OVH and Alibaba too: a vendor's folder is read by the
-    same rules (an Ampere Altra outside AWS is Ampere's Neoverse-N1, not a Graviton2)."""
+    same rules (an Ampere Altra outside AWS is Ampere's Neoverse-N1, not a Graviton2). The specs say
+    which types sell vCPUs shared with other tenants; the cross-node data knows them."""
     servers = [Server(vendor="hcloud", name="cax21", vcpus=4, arch="aarch64", vendor_id="ARM", model_name="Neoverse-N1",
                       family=None, model=None), Server(vendor="hcloud", name="cpx31", vcpus=4),
                Server(vendor="upcloud", name="2xCPU-4GB", speed=0.8)]
     for s in servers:
         write_server(tmp_path / "clone", s)
-        write_specs(tmp_path / "specs", s)
+        write_specs(tmp_path / "specs", s, allocation="SHARED" if s.name == "cax21" else "DEDICATED")
     out = cli("--db", db_url, "import", "sparecores", str(tmp_path / "clone"), "--specs", str(tmp_path / "specs"),
               "--workers", "1")
     assert out.code == 0, out.err
@@ -411,6 +414,8 @@ def test_clouds_the_shared_data_lacks_import_alike(cli, db_url, tmp_path):
     assert table.loc["upcloud:2xCPU-4GB", "cpu_family"] == "Zen 4"
     listed = json.loads(cli("--db", db_url, "nodes", "--vendor", "hcloud", "--json").out)
     assert sorted(n["name"] for n in listed) == ["hcloud:cax21", "hcloud:cpx31"]
+    shared = load(open_registry(db_url)).nodes["shared_vcpus"]
+    assert shared.to_dict() == {"hcloud:cax21": True, "hcloud:cpx31": False, "upcloud:2xCPU-4GB": False}
 
 
 def test_cli_errors(cli, db_url, tmp_path):

@@ -22,7 +22,8 @@ class CrossData:
     """costs: index node, columns config_key, time-like cost (lower faster), NaN = not measured.
     times: index node, columns app, seconds, NaN = not measured.
     nodes: index node; columns architecture, cpu_family, n_cpus (others allowed: memory_bytes, vendor:
-    the cloud, which the evaluation splits its figures by).
+    the cloud, which the evaluation splits its figures by; shared_vcpus: the vendor sells the node's
+    vCPUs shared with other tenants).
     prices: node -> price per hour in one currency (None: unknown)."""
 
     costs: pd.DataFrame
@@ -91,8 +92,35 @@ def load(registry, suite: str = "sparecores") -> CrossData:
     priced = {n: p for n, p in prices.items() if n in nodes.index}
     currencies = {c for _, c in priced.values()}
     price = pd.Series({n: p for n, (p, _) in priced.items()}, dtype=float) if len(currencies) == 1 else None
-    return CrossData(costs, times, nodes[["architecture", "cpu_family", "n_cpus", "memory_bytes", "vendor"]], price,
-                     currencies.pop() if len(currencies) == 1 else None)
+    nodes["shared_vcpus"] = nodes.index.isin(shared_vcpu_nodes(registry))
+    columns = ["architecture", "cpu_family", "n_cpus", "memory_bytes", "vendor", "shared_vcpus"]
+    return CrossData(costs, times, nodes[columns], price, currencies.pop() if len(currencies) == 1 else None)
+
+
+# the inventory as the importer writes it (json.dumps, sort_keys): a cheap filter, each match then parsed
+_SHARED = """SELECT name, inventory_json FROM nodes
+              WHERE position('"cpu_allocation": "SHARED"' IN inventory_json) > 0"""
+
+
+def shared_vcpu_nodes(registry) -> set[str]:
+    """The nodes whose imported specs say their vCPUs are shared with other tenants (cpu_allocation
+    SHARED: Hetzner's cx/cpx/cax types, GCP's shared-core e2 types). Their figures move with their
+    neighbours' load: predictions for them erred 16.9% at the median against 10.5% on dedicated types
+    (docs/crossarch.md), and `match --from-runs` says so."""
+    import json
+
+    from registry.db.read import read_arrays
+
+    with registry.connect() as conn:
+        rows = read_arrays(conn, _SHARED)
+    out = set()
+    for name, text in zip(rows["name"].tolist(), rows["inventory_json"].tolist()):
+        try:
+            if json.loads(text).get("cpu_allocation") == "SHARED":
+                out.add(name)
+        except (ValueError, AttributeError):
+            continue
+    return out
 
 
 def app_runs(registry, app: str, on: list[str] | None = None) -> tuple[dict[str, float], bool]:

@@ -2,7 +2,7 @@
 
 lscpu is what the benchmarks ran on, so it wins; the specs (sc-data-dumps
 ``data/server/<vendor>/<server>.json``) fill what lscpu lacks or never says: memory, GPUs, the
-hypervisor, and everything when the lscpu task failed.
+hypervisor, whether the vCPUs are shared with other tenants, and everything when the lscpu task failed.
 """
 
 from __future__ import annotations
@@ -103,6 +103,8 @@ def from_specs(spec: dict) -> dict:
         "cpu_vendor": spec.get("cpu_manufacturer") or None,
         "memory_bytes": int(memory_mib * 2**20) if memory_mib else None,
         "memory_generation": spec.get("memory_generation") or None, "hypervisor": spec.get("hypervisor") or None,
+        # DEDICATED, SHARED (a fraction of a core, or cores other tenants share) or BURSTABLE (CPU credits)
+        "cpu_allocation": spec.get("cpu_allocation") or None,
         "gpu_count": num("gpu_count") or 0, "gpu_model": spec.get("gpu_model") or None,
         "gpu_manufacturer": spec.get("gpu_manufacturer") or None,
         "flags": [str(f) for f in spec.get("cpu_flags") or [] if isinstance(f, str)],
