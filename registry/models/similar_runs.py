@@ -426,10 +426,14 @@ class SimilarRunsModel(ProjectionModel):
         track = self._inner_track(single, group)
         proj = project(f["F"], L, f["F"][targets], self._inner_prior(single, group, choice, track), tol)
         pred = proj.log
-        if choice != Choice(choice.app_weight):
-            # where its references were not measured, the plain prior's prediction (as predict does)
+        missing = np.isnan(pred)
+        cols = np.flatnonzero(missing.any(axis=0))
+        if choice != Choice(choice.app_weight) and len(cols):
+            # where its references were not measured, the plain prior's prediction (as predict does); each
+            # node's projection is its own, so only those nodes are projected again
             plain = self._inner_prior(single, group, Choice(choice.app_weight), None)
-            pred = np.where(np.isnan(pred), project(f["F"], L, f["F"][targets], plain, tol).log, pred)
+            again = project(f["F"], L[:, cols], f["F"][targets], plain, tol).log
+            pred[:, cols] = np.where(missing[:, cols], again, pred[:, cols])
         return self._widths(np.abs(pred - L[targets]), proj.misfit, nodes)
 
     def _widths(self, err: np.ndarray, misfits: np.ndarray, scored: np.ndarray) -> Widths:
