@@ -24,27 +24,27 @@ def overall_rows(summary: list[dict]) -> list[dict]:
             for r in summary if r["slice"] == "all"]
 
 
-def slice_rows(summary: list[dict], measure: str = "median_ae") -> tuple[list[dict], list[str]]:
-    """One row per model, one column per slice (app group, x86->arm, arm->x86): `measure` in %."""
-    slices = [s for s in (*GROUPS, *ARCH_SLICES) if any(r["slice"] == s for r in summary)]
+def _pivot(summary: list[dict], slices: list[str], measure: str, label=str) -> tuple[list[dict], list[str]]:
+    """One row per model, one column per slice (named `label(slice)`): `measure` in %. A model without
+    the measure anywhere (no intervals: the baselines' coverage) has no row."""
     rows: dict[str, dict] = {}
     for r in summary:
         if r["slice"] in slices:
-            rows.setdefault(r["model"], {"model": r["model"]})[r["slice"]] = pct(r[measure])
-    # a model without the measure anywhere (no intervals: the baselines' coverage) has no row
-    return [r for r in rows.values() if any(r.get(s) is not None for s in slices)], ["model", *slices]
+            rows.setdefault(r["model"], {"model": r["model"]})[label(r["slice"])] = pct(r[measure])
+    columns = [label(s) for s in slices]
+    return [r for r in rows.values() if any(r.get(c) is not None for c in columns)], ["model", *columns]
+
+
+def slice_rows(summary: list[dict], measure: str = "median_ae") -> tuple[list[dict], list[str]]:
+    """One row per model, one column per slice (app group, x86->arm, arm->x86): `measure` in %."""
+    return _pivot(summary, [s for s in (*GROUPS, *ARCH_SLICES) if any(r["slice"] == s for r in summary)], measure)
 
 
 def cloud_rows(summary: list[dict], measure: str = "median_ae") -> tuple[list[dict], list[str]]:
     """One row per model, one column per target cloud (`measure` in %); no rows where the targets were
     of one cloud."""
     clouds = sorted({r["slice"] for r in summary if r["slice"].startswith(CLOUD)})
-    rows: dict[str, dict] = {}
-    for r in summary:
-        if r["slice"] in clouds:
-            rows.setdefault(r["model"], {"model": r["model"]})[r["slice"][len(CLOUD):]] = pct(r[measure])
-    return [r for r in rows.values() if any(v is not None for k, v in r.items() if k != "model")], \
-        ["model", *(c[len(CLOUD):] for c in clouds)]
+    return _pivot(summary, clouds, measure, lambda s: s[len(CLOUD):])
 
 
 MEASURES = {"median_ae": "median absolute error %", "p90_ae": "90th percentile absolute error %",

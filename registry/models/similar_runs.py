@@ -365,12 +365,7 @@ class SimilarRunsModel(ProjectionModel):
         track = self._inner_track(single, group)
 
         def inner(tol: float, choice: Choice) -> tuple:
-            pred = project(f["F"], L, f["F"][targets], self._inner_prior(single, group, choice, track), tol).log
-            plain = (tol, choice.app_weight)
-            if choice == Choice(choice.app_weight):
-                plain_pred[plain] = pred
-            else:   # where its references were not measured, the plain prior's prediction (as predict does)
-                pred = np.where(np.isnan(pred), plain_pred[plain], pred)
+            pred = self._inner_projection(single, group, tol, choice, track, L).log
             err = np.abs(pred - L[targets])
             with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -378,7 +373,6 @@ class SimilarRunsModel(ProjectionModel):
             return (np.nanmedian(err) if np.isfinite(err).any() else np.inf), tol, choice, err, pred
 
         tried = f["tried"].setdefault(key, [])
-        plain_pred: dict = {}   # (tolerance, app weight) -> the inner predictions with the plain prior
 
         tolerances = (self.tolerance,) if self.tolerance else TOLERANCES
         best = min((inner(t, Choice(a)) for t in tolerances for a in APP_WEIGHTS), key=lambda r: r[0])
@@ -423,18 +417,24 @@ class SimilarRunsModel(ProjectionModel):
         f = self.fitted
         targets, nodes = self.inner_targets(single, group), self.other_nodes()
         L = f["L"][:, nodes]
-        track = self._inner_track(single, group)
-        proj = project(f["F"], L, f["F"][targets], self._inner_prior(single, group, choice, track), tol)
-        pred = proj.log
-        missing = np.isnan(pred)
+        proj = self._inner_projection(single, group, tol, choice, self._inner_track(single, group), L)
+        return self._widths(np.abs(proj.log - L[targets]), proj.misfit, nodes)
+
+    def _inner_projection(self, single: bool, group: str | None, tol: float, choice: Choice,
+                          track: np.ndarray | None, L: np.ndarray) -> Projection:
+        """The scope's inner targets projected onto the nodes of L (columns of the references' log ratios)
+        under a setting, each with its own family left out; where the references that carry a track
+        record's or the other class's weight were not measured, the plain prior's prediction (as
+        predict does: each node's projection is its own, so only those nodes are projected again)."""
+        F, targets = self.fitted["F"], self.inner_targets(single, group)
+        proj = project(F, L, F[targets], self._inner_prior(single, group, choice, track), tol)
+        missing = np.isnan(proj.log)
         cols = np.flatnonzero(missing.any(axis=0))
         if choice != Choice(choice.app_weight) and len(cols):
-            # where its references were not measured, the plain prior's prediction (as predict does); each
-            # node's projection is its own, so only those nodes are projected again
             plain = self._inner_prior(single, group, Choice(choice.app_weight), None)
-            again = project(f["F"], L[:, cols], f["F"][targets], plain, tol).log
-            pred[:, cols] = np.where(missing[:, cols], again, pred[:, cols])
-        return self._widths(np.abs(pred - L[targets]), proj.misfit, nodes)
+            again = project(F, L[:, cols], F[targets], plain, tol).log
+            proj.log[:, cols] = np.where(missing[:, cols], again, proj.log[:, cols])
+        return proj
 
     def _widths(self, err: np.ndarray, misfits: np.ndarray, scored: np.ndarray) -> Widths:
         """The interval from the inner cross-validation's absolute errors (targets x the `scored` nodes) and
