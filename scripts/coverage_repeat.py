@@ -44,6 +44,7 @@ from registry.models import intervals  # noqa: E402
 
 console = Console(stderr=True, highlight=False)
 DEFAULT_PROGRAMS = ("xz", "zstd", "numpy-matmul", "cg.W", "mg.W", "is.W")
+TARGET_MEDIAN, TARGET_WORST = 10.0, 25.0     # issue 28: the validation suite's targets, per round (%)
 
 # every stored prediction (the latest set of each trace) away from the base, with its trace's start
 # and the runs of its app on its node at the thread count it runs there
@@ -116,6 +117,11 @@ def conformal_coverage(cells_: list[dict], round_no: int) -> tuple[float | None,
     return sum(inside) / len(inside), len(earlier), scale
 
 
+def relative_error(cell: dict) -> float:
+    """(predicted - measured) / measured, in %: the validation suite's error (registry/accuracy.py)."""
+    return 100.0 * (cell["predicted_s"] - cell["measured_s"]) / cell["measured_s"]
+
+
 def summary(cells_: list[dict], rounds: int) -> list[dict]:
     out = []
     for r in range(1, rounds + 1):
@@ -131,6 +137,8 @@ def summary(cells_: list[dict], rounds: int) -> list[dict]:
                     "conformal_coverage": conformal, "conformal_scores": based_on, "conformal_scale": scale,
                     "median_abs_error": statistics.median(abs(math.log(c["measured_s"] / c["predicted_s"]))
                                                           for c in mine),
+                    "median_error_pct": statistics.median(abs(relative_error(c)) for c in mine),
+                    "worst_error_pct": max((relative_error(c) for c in mine), key=abs),
                     "median_width": statistics.median(math.log(c["high_s"] / c["low_s"]) / 2 for c in mine)})
     return out
 
@@ -149,7 +157,8 @@ def report(db: str, model: str, as_json: bool) -> int:
     table = Table(title=f"Interval coverage of `nodereg match` ({model}) over {rounds} validation rounds on "
                         f"{os.uname().nodename}; nominal {intervals.NOMINAL:.0%}")
     for col in ("round", "predictions", "coverage as matched", "profile caveats' factor", "coverage without them",
-                "scale applied", "conformal on earlier rounds", "median |log error|", "median half-width"):
+                "scale applied", "conformal on earlier rounds", "median |log error|", "median half-width",
+                "median |error|", "worst error"):
         table.add_column(col, justify="right")
     for row in rows:
         conformal = ("n/a" if row["conformal_coverage"] is None else
@@ -158,8 +167,12 @@ def report(db: str, model: str, as_json: bool) -> int:
         table.add_row(str(row["round"]), str(row["predictions"]), f"{row['coverage']:.0%}",
                       f"x{row['caveat_factor']:.1f}", f"{row['coverage_without_caveats']:.0%}",
                       f"x{row['applied_scale']:.2f}", conformal, f"{row['median_abs_error']:.3f}",
-                      f"{row['median_width']:.3f}")
-    Console(width=170).print(table)
+                      f"{row['median_width']:.3f}", f"{row['median_error_pct']:.1f}%",
+                      f"{row['worst_error_pct']:+.1f}%")
+    Console(width=190).print(table)
+    held = [(r["median_error_pct"] <= TARGET_MEDIAN, abs(r["worst_error_pct"]) <= TARGET_WORST) for r in rows]
+    print(f"validation targets (median |error| <= {TARGET_MEDIAN:g}%, worst <= {TARGET_WORST:g}%): the median held "
+          f"in {sum(m for m, _ in held)} of {len(rows)} rounds, the worst in {sum(w for _, w in held)}")
     total = sum(c["covered"] for c in found) / len(found)
     bare = sum(c["covered_without_caveats"] for c in found) / len(found)
     later = [c for c in found if c["round"] > 1]

@@ -68,3 +68,18 @@ def test_coverage_rounds_calibrate_on_the_rounds_before(script):
         coverage, based_on, scale = cov.conformal_coverage(cells, 2)
         assert (based_on, scale) == (4, 2.0) and coverage == 0.5        # 1.2 inside x2.0, 2.5 outside
         assert cov.conformal_coverage(cells, 1)[0] is None               # nothing earlier to calibrate on
+
+
+def test_coverage_rounds_report_the_validation_targets(script):
+    """scripts/coverage_repeat.py: each round's median |error| and its worst signed error, in %,
+    as registry/accuracy.py defines the error ((predicted - measured) / measured)."""
+    def cell(rnd, predicted, measured):
+        return {"round": rnd, "predicted_s": predicted, "measured_s": measured, "low_s": predicted / 2,
+                "high_s": predicted * 2, "covered": True, "covered_without_caveats": True, "caveat_factor": 1.0,
+                "scale": 1.0, "score": 0.5}
+
+    cells = [cell(1, 1.1, 1.0), cell(1, 0.7, 1.0), cell(1, 1.05, 1.0), cell(2, 2.0, 2.0)]
+    with script_module("coverage_repeat") as cov:
+        first, second = cov.summary(cells, 2)
+        assert first["median_error_pct"] == pytest.approx(10.0) and first["worst_error_pct"] == pytest.approx(-30.0)
+        assert second["median_error_pct"] == 0.0 and second["worst_error_pct"] == 0.0
