@@ -16,7 +16,7 @@ from registry.crossarch import report
 from registry.crossarch.data import CrossData, single_threaded
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
-from registry.io.sparecores.apps import app_family
+from registry.io.sparecores.apps import app_family, app_group
 from registry.models.plugins import create
 from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, Choice,
                                           column_quantile, family_codes, reliability_factor)
@@ -284,9 +284,9 @@ def test_similar_runs_chooses_per_query_among_the_settings_the_inner_cv_tried():
     for cal_nodes in (["Zen4-0", "Graviton3-1", "IceLake-2"], ["Zen4-0"]):
         model = create("similar-runs").fit(ReferenceBank(data).reference_set(app_family(app), cal_nodes))
         explained = model.predict(query(app, data.times[app], cal_nodes, True), ["Zen3-3"])[0].explanation
-        tol, choice, _ = model._choose(True)
+        tol, choice, _ = model._choose(True, app_group(app))      # the scope predict uses
         setting = (explained["tolerance"], Choice(explained["app_weight"], explained["sharpness"], explained["other"]))
-        tried = [(t, c) for t, c, *_ in model.fitted["tried"][True]]
+        tried = [(t, c) for t, c, *_ in model.fitted["tried"][model.scope(True, app_group(app))]]
         assert setting in tried and len(set(tried)) > 1
         if len(cal_nodes) == 1:
             assert setting == (tol, choice)

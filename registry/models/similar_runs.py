@@ -56,7 +56,8 @@ OTHER_THREAD_PRIOR = 1e-3      # a reference of the other thread class counts th
 OTHER_THREAD_PRIORS = (1e-2, 1e-1)   # tried by the inner cross-validation (an app may scale like the other class)
 TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
-SHARPNESS = (0.1, 0.05, 0.02)  # of the track-record prior, in log units of mean error (None: no such prior)
+# of the track-record prior, in log units of mean error (None: no such prior)
+SHARPNESS = (0.1, 0.05, 0.02, 0.01, 0.005)
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_GROUP_FAMILIES = 1         # other app families of the query's app group before its own scope serves
 NODE_FEATURES = ("n_cpus", "memory_bytes", "aarch64")   # what the models may know of a node besides its references
