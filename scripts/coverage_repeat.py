@@ -216,6 +216,9 @@ def main() -> int:
             console.print("error: --report-only reports on --db URL")
             return 2
         return report(args.db, args.model, args.json)
+    if err := va.unusable_model(args.model):
+        console.print(f"error: {err}")
+        return 2
     names = [n.strip() for n in (args.programs or ",".join(DEFAULT_PROGRAMS)).split(",") if n.strip()]
     work = Path(tempfile.mkdtemp(prefix="nodereg-coverage-"))
     db = args.db or f"duckdb:///{work / 'coverage.duckdb'}"

@@ -111,6 +111,20 @@ def nodereg(db: str, *args: str, quiet: bool = True) -> subprocess.CompletedProc
                           stdout=subprocess.DEVNULL if quiet else subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def unusable_model(name: str) -> str | None:
+    """Why `match --model NAME` would fail here, or None. Checked before any profile or run: a lent
+    machine ran a whole suite's profiles and runs once, then every `match` failed (the checkout was on
+    PYTHONPATH but not installed, so no model entry point existed)."""
+    from registry.errors import UserError
+    from registry.models.plugins import model_class
+
+    try:
+        model_class(name)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
 def failed(proc: subprocess.CompletedProcess) -> str | None:
     if proc.returncode == 0:
         return None
@@ -325,6 +339,9 @@ def main() -> int:
                         help="only the compact placement of each size (no scatter, no SMT pair)")
     args = parser.parse_args()
     args.repeat = args.repeat or (2 if args.quick else 3)
+    if err := unusable_model(args.model):
+        console.print(f"error: {err}")
+        return 2
     names = [n.strip() for n in args.programs.split(",") if n.strip()] if args.programs else \
         list(QUICK if args.quick else NPB_DEFAULT + OTHER_DEFAULT)
     if args.keep:

@@ -1,5 +1,6 @@
 """scripts/validate_apps.py, the parts that need no benchmark: node variants from a CPU topology, program commands."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,19 @@ def test_coverage_rounds_report_the_validation_targets(script):
         first, second = cov.summary(cells, 2)
         assert first["median_error_pct"] == pytest.approx(10.0) and first["worst_error_pct"] == pytest.approx(-30.0)
         assert second["median_error_pct"] == 0.0 and second["worst_error_pct"] == 0.0
+
+
+def test_an_unknown_model_stops_the_suites_before_any_work(script, monkeypatch, tmp_path):
+    """validate_apps.py and coverage_repeat.py check `--model` before profiling anything (a lent
+    machine once spent its suite's time on profiles and runs whose every `match` then failed)."""
+    assert script.unusable_model("similarity") is None
+    assert "unknown model 'no-such-model'" in script.unusable_model("no-such-model")
+    db = tmp_path / "r.duckdb"
+    monkeypatch.setattr(script, "nodereg", lambda *a, **k: pytest.fail("no nodereg command may run"))
+    monkeypatch.setattr(sys, "argv", ["validate_apps.py", "--model", "no-such-model", "--db", f"duckdb:///{db}"])
+    assert script.main() == 2
+    with script_module("coverage_repeat") as cov:
+        monkeypatch.setattr(cov.va, "nodereg", lambda *a, **k: pytest.fail("no nodereg command may run"))
+        monkeypatch.setattr(sys, "argv", ["coverage_repeat.py", "--model", "no-such-model", "--db", f"duckdb:///{db}"])
+        assert cov.main() == 2
+    assert not db.exists()
