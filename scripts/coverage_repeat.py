@@ -9,6 +9,8 @@ within the round). Per round it prints the share of target-node outcomes inside 
 predictions: each round's runs check the earlier rounds' predictions), the calibration `match`
 said it used, and the coverage a split-conformal calibration on the earlier rounds alone would give
 (registry.models.intervals, the rule `match` applies). The nominal share is intervals.NOMINAL.
+It also prints each round's validation targets (issue 28: median |error| <= 10%, worst <= 25%;
+docs/validation.md) and in how many rounds each held.
 
     .venv/bin/python scripts/coverage_repeat.py [--rounds 3] [--programs xz,numpy-matmul,...]
         [--reprofile] [--db URL] [--keep] [--npb-archive PATH] [--sizes 1,2] [--compact-only] [--json]
