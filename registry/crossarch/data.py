@@ -86,13 +86,14 @@ def load(registry, suite: str = "sparecores") -> CrossData:
         times = wide(runs["node_id"], runs["app_id"], runs["time_s"], read_arrays(conn, NODE_NAMES),
                      read_arrays(conn, "SELECT app_id AS id, name FROM apps"), "node", "app")
         prices = current_prices(conn)
+        shared = shared_vcpu_nodes(conn)
     nodes = node_table(registry).loc[lambda f: f.index.isin(costs.index)]
     nodes["cpu_family"] = nodes["cpu_family"].fillna(nodes["cpu_model"]).fillna("unknown")
     nodes["architecture"] = nodes["architecture"].fillna("unknown")
     priced = {n: p for n, p in prices.items() if n in nodes.index}
     currencies = {c for _, c in priced.values()}
     price = pd.Series({n: p for n, (p, _) in priced.items()}, dtype=float) if len(currencies) == 1 else None
-    nodes["shared_vcpus"] = nodes.index.isin(shared_vcpu_nodes(registry))
+    nodes["shared_vcpus"] = nodes.index.isin(shared)
     columns = ["architecture", "cpu_family", "n_cpus", "memory_bytes", "vendor", "shared_vcpus"]
     return CrossData(costs, times, nodes[columns], price, currencies.pop() if len(currencies) == 1 else None)
 
@@ -102,7 +103,7 @@ _SHARED = """SELECT name, inventory_json FROM nodes
               WHERE position('"cpu_allocation": "SHARED"' IN inventory_json) > 0"""
 
 
-def shared_vcpu_nodes(registry) -> set[str]:
+def shared_vcpu_nodes(conn) -> set[str]:
     """The nodes whose imported specs say their vCPUs are shared with other tenants (cpu_allocation
     SHARED: Hetzner's cx/cpx/cax types, GCP's shared-core e2 types). Their figures move with their
     neighbours' load: predictions for them erred 16.9% at the median against 10.5% on dedicated types
@@ -111,8 +112,7 @@ def shared_vcpu_nodes(registry) -> set[str]:
 
     from registry.db.read import read_arrays
 
-    with registry.connect() as conn:
-        rows = read_arrays(conn, _SHARED)
+    rows = read_arrays(conn, _SHARED)
     out = set()
     for name, text in zip(rows["name"].tolist(), rows["inventory_json"].tolist()):
         try:
