@@ -2,14 +2,15 @@
 """Cross-architecture accuracy on the Spare Cores data (issue 27 items 2 and 4; docs/crossarch.md).
 
     python scripts/eval_sparecores.py [--db URL] [--k 1,3] [--seeds 0-2] [--apps N] [--models M,...]
-                                      [--cache DIR] [--json FILE]
+                                      [--calibrate-on aarch64|x86_64] [--cache DIR] [--json FILE]
 
 Uses the registry --db when it already holds the imported suite; otherwise unpacks
 ../shared/datasets/sparecores/*.tar.gz ($NODEREG_SHARED/datasets/sparecores when set) into a cache
 folder (once) and imports it into a DuckDB file there (once). Then, for each K, every app measured on
 K calibration nodes of different CPU families (seeds as given), predicted on every node of another
 family by every model and baseline, and the oracle single ratio: the full table (overall, by app
-group, x86 -> ARM and ARM -> x86) and the issue's targets, met or not.
+group, x86 -> ARM and ARM -> x86) and the issue's targets, met or not. With --calibrate-on, the
+calibration nodes are drawn from that architecture alone: every fold predicts across architectures.
 """
 
 import argparse
@@ -75,6 +76,8 @@ def main() -> None:
                     help=f"projection models to run, each non-baseline one checked against the targets (default {','.join(MODELS)})")
     ap.add_argument("--cache", type=Path, default=Path(user_cache_dir("nodereg")) / "sparecores",
                     help="where the archives are unpacked and imported (reused)")
+    ap.add_argument("--calibrate-on", choices=list(cal.DIRECTIONS),
+                    help="draw the calibration nodes from this architecture only (the ARM -> x86 question)")
     ap.add_argument("--json", type=Path, help="also write every summary row to this JSON file")
     args = ap.parse_args()
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -94,12 +97,13 @@ def main() -> None:
     for k in ks:
         t0 = time.perf_counter()
         try:
-            result = cal.run(data, models, k, seeds, apps=apps)
+            result = cal.run(data, models, k, seeds, apps=apps, on=args.calibrate_on)
         except UserError as exc:
             sys.exit(f"error: {exc}")
         summary = cal.summary(data, result)
         out[k] = summary
-        title = f"K={k}, seeds {args.seeds}: {time.perf_counter() - t0:.0f} s (shared 2-core machine)"
+        on = f", all {args.calibrate_on}" if args.calibrate_on else ""
+        title = f"K={k}{on}, seeds {args.seeds}: {time.perf_counter() - t0:.0f} s (shared 2-core machine)"
         _table(title, report.overall_rows(summary), ["model", "kind", "folds", "predictions", "median err %",
                                                       "p90 err %", "Spearman", "top-1 %", "regret %", "coverage %"])
         for what, rows, columns in report.slice_tables(summary, ("median_ae", "p90_ae", "coverage")):
@@ -107,7 +111,7 @@ def main() -> None:
         seconds = ", ".join(f"{m} {s:.0f} s" for m, s in result.seconds.items())
         console.print(f"  fit and predict time: {seconds}", markup=False)
         for model in [m for m in models if result.kinds.get(m) == "model"]:
-            for text, ok in report.targets(summary, k, model):
+            for text, ok in report.targets(summary, k, model, args.calibrate_on):
                 console.print(f"  target {'met    ' if ok else 'NOT met'}  {model}: {text}", markup=False)
         for model, why in result.errors.items():
             console.print(f"  not evaluated: {model}: {why}", markup=False)

@@ -16,6 +16,7 @@ from registry.crossarch import report
 from registry.crossarch.data import CrossData, single_threaded
 from registry.crossarch.project import from_runs
 from registry.crossarch.references import GEEKBENCH_SCORE, VCPUS, ReferenceBank, query
+from registry.errors import UserError
 from registry.io.sparecores.apps import app_family, app_group
 from registry.models.plugins import create
 from registry.models.similar_runs import (OTHER_THREAD_PRIOR, OTHER_THREAD_PRIORS, SHARPNESS, Choice,
@@ -80,6 +81,27 @@ def test_calibration_rule_takes_k_families_and_targets_none_of_them(k):
     goal = cal.targets(data, app, first)
     assert goal and not {data.family(n) for n in goal} & {data.family(n) for n in first}
     assert cal.calibration_nodes(data, app, len(FAMILIES) + 1, 0) == []   # not that many families
+
+
+def test_calibrating_on_one_architecture_makes_every_fold_cross_it():
+    """The plain rule rarely draws K ARM nodes (2 folds of 642 at K = 3 on the shared data), so its
+    ARM -> x86 figure rests on a handful of folds; --calibrate-on aarch64 draws from ARM alone."""
+    data, _ = world()
+    apps = ["compression:zstd-1:compress:1t", "geekbench:alpha:multi"]
+    for app in apps:
+        arm = cal.calibration_nodes(data, app, 2, 0, on="aarch64")
+        assert len(arm) == 2 and {data.architecture(n) for n in arm} == {"aarch64"}
+        assert cal.calibration_nodes(data, app, 3, 0, on="aarch64") == []     # only two ARM families
+    plain = cal.summary(data, cal.run(data, ["similar-runs"], 2, [0, 1], apps=apps))
+    result = cal.run(data, ["similar-runs", "geekbench-ratio"], 2, [0, 1], apps=apps, on="aarch64")
+    summary = cal.summary(data, result)
+    mine = {r["slice"]: r for r in summary if r["model"] == "similar-runs"}
+    assert mine["all"]["folds"] == mine["arm->x86"]["folds"] == 4 and "x86->arm" not in mine
+    assert not [r for r in plain if r["slice"] == "arm->x86" and r["folds"] == 4]
+    checked = report.targets(summary, 2, "similar-runs", "aarch64")
+    assert checked and all(what.startswith("arm->x86: ") for what, _ in checked)
+    with pytest.raises(UserError, match="--calibrate-on"):
+        cal.run(data, ["similar-runs"], 2, [0], apps=apps, on="sparc")
 
 
 def test_similar_runs_finds_the_app_in_a_known_world_and_beats_the_baselines():
@@ -627,3 +649,13 @@ def test_cli_errors(cli, db_url, tmp_path):
     assert_one_line_error(cli("--db", db_url, "match", "geekbench:clang:single", "--from-runs", "--runs-on",
                               "aws:nope"), "no measured run on aws:nope")
     assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "2", "--models", "nope"), "--models")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate-on", "aarch64"), "--calibrate")
+    assert_one_line_error(cli("--db", db_url, "evaluate", "--calibrate", "1", "--calibrate-on", "sparc"),
+                          "--calibrate-on")
+    out = cli("--db", db_url, "evaluate", "--calibrate", "1", "--calibrate-on", "aarch64", "--seeds", "0",
+              "--models", "similar-runs,geekbench-ratio", "--json", "--predictions", str(tmp_path / "arm.csv"))
+    assert out.code == 0, out.err
+    assert json.loads(out.out)["calibrate_on"] == "aarch64"
+    with open(tmp_path / "arm.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and {r["calibration"] for r in rows} <= {"aws:t10.large", "aws:t11.xlarge", "aws:t12.2xlarge"}

@@ -139,6 +139,9 @@ def evaluate_cmd(
                                                         "default 0, 1, 2)."),
     seeds: str = typer.Option(None, "--seeds", help="--calibrate: seeds as a list, e.g. 0,1,2 or 3-5."),
     suite: str = typer.Option("sparecores", "--suite", help="--calibrate: the imported suite whose profiles serve."),
+    calibrate_on: str = typer.Option(None, "--calibrate-on", help="--calibrate: draw the calibration nodes from this "
+                                     "architecture only (aarch64 or x86_64): every fold predicts across "
+                                     "architectures (docs/crossarch.md)."),
     input_label: str = typer.Option(None, "--input", help="Only the traces and runs of this input (a label or "
                                                           "digest; runs of an unknown input are kept). Without it, "
                                                           "each app's runs of its base trace's input."),
@@ -153,10 +156,10 @@ def evaluate_cmd(
             raise UserError("--calibrate K takes none of --split, --select, --base, --select-base, --option, "
                             "--input")
 
-        run_calibrate(ctx, calibrate, _seed_list(seed, seeds), suite, models, predictions, as_json)
+        run_calibrate(ctx, calibrate, _seed_list(seed, seeds), suite, models, predictions, as_json, calibrate_on)
         return
-    if seed or seeds:
-        raise UserError("--seed and --seeds only serve --calibrate K")
+    if seed or seeds or calibrate_on:
+        raise UserError("--seed, --seeds and --calibrate-on only serve --calibrate K")
     if split not in ev.SPLITS:
         raise UserError(f"--split must be one of {', '.join(ev.SPLITS)}, not {split!r}")
     if (split == "cloud") != (select_base is not None):

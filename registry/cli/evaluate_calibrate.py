@@ -40,7 +40,7 @@ CALIBRATION_MODELS = ("similar-runs", "vcpu-ratio", "best-micro-ratio", "geekben
 
 
 def run_calibrate(ctx: typer.Context, k: int, seeds: list[int], suite: str, models: str | None,
-                  predictions: Path | None, as_json: bool) -> None:
+                  predictions: Path | None, as_json: bool, on: str | None = None) -> None:
     from registry.cli.evaluate import _progress
     from registry.crossarch import evaluate as cal
     from registry.crossarch import report
@@ -53,7 +53,7 @@ def run_calibrate(ctx: typer.Context, k: int, seeds: list[int], suite: str, mode
     if predictions is not None and predictions.parent and not predictions.parent.is_dir():
         raise UserError(f"cannot write {predictions}: no directory {predictions.parent}")
     with _progress(f"calibrate K={k}", len(data.apps) * len(seeds)) as advance:
-        result = cal.run(data, names, k, seeds, on_fold=advance)
+        result = cal.run(data, names, k, seeds, on_fold=advance, on=on)
     if predictions is not None:
         try:
             result.predictions.to_csv(predictions, index=False)
@@ -61,14 +61,15 @@ def run_calibrate(ctx: typer.Context, k: int, seeds: list[int], suite: str, mode
             raise UserError(f"cannot write {predictions}: {exc.strerror}") from None
     summary = cal.summary(data, result)
     main = next((n for n in names if result.kinds.get(n) == "model"), None)
-    checks = report.targets(summary, k, main) if main else []
+    checks = report.targets(summary, k, main, on) if main else []
     if as_json:
-        print_json({"calibrate": k, "seeds": seeds, "suite": suite, "apps": len(data.apps),
+        print_json({"calibrate": k, "calibrate_on": on, "seeds": seeds, "suite": suite, "apps": len(data.apps),
                     "nodes": len(data.nodes), "summary": summary, "errors": result.errors,
                     "seconds": {m: round(s, 2) for m, s in result.seconds.items()},
                     "targets": [{"target": t, "met": ok} for t, ok in checks]})
         return
-    title = (f"K={k} calibration nodes of different CPU families, seeds {','.join(map(str, seeds))}: "
+    title = (f"K={k} calibration nodes of different CPU families{f', all {on}' if on else ''}, "
+             f"seeds {','.join(map(str, seeds))}: "
              f"{len(data.apps)} apps, {len(data.nodes)} nodes")
     print_table(report.overall_rows(summary), title=title)
     for what, rows, columns in report.slice_tables(summary):
