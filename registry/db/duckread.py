@@ -4,8 +4,8 @@
 Importing SQLAlchemy with its DuckDB dialect and opening an engine takes about 0.4 s of CPU: most of
 the 0.3 s start-up target of a command whose query takes milliseconds (issue 30,
 scripts/bench_startup.py), and a third of `match` over 10,000 nodes (scripts/bench_scale.py). A
-command that only reads may open its registry here: a DuckDB file given as a path (or the default
-one) that is at this nodereg's schema is opened `read_only` through the duckdb module itself. The
+command that only reads may open its registry here: a DuckDB file given as a path or a plain
+`duckdb:///` URL (or the default one) that is at this nodereg's schema is opened `read_only` through the duckdb module itself. The
 QuickReader then stands in for a SQLAlchemy connection wherever the reading code runs its SQL
 through `registry.db.statement.execute` and `registry.db.read.read_arrays`: the same SQL text with
 the same `:name` parameters, and results with the part of SQLAlchemy's Result that the readers use
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from registry.db.migrations import latest_version
-from registry.db.url import plain_path
+from registry.db.url import duckdb_file
 
 # SQLAlchemy text()'s bind parameters (`:name`, not `::type` casts; its own pattern), as DuckDB's `$name`
 _PARAM = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
@@ -135,7 +135,7 @@ class QuickReader:
 def open_current(cli_value: str | None) -> QuickReader | None:
     """The registry that `--db cli_value` names, read-only, if it is a DuckDB file at this
     nodereg's schema that opens at once; None otherwise (open it with open_registry)."""
-    path = plain_path(cli_value)
+    path = duckdb_file(cli_value)
     if path is None or not path.is_file():
         return None
     try:  # the C extension alone: the duckdb package's Python layer around it takes 0.1 s more to import

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
+from registry.db.statement import execute
 from registry.errors import UserError
 
 FEATURES = ("size", "stride", "dtype", "access", "tpi")
@@ -117,16 +116,17 @@ def zones_from_rows(version: int, zone_rows, discard_rows) -> Zones:
                                 for f in FEATURES if f in by_feature or f in discards))
 
 
-def load_zones(conn: sa.Connection, version: int | None = None) -> Zones:
-    """Read one version of corredor_zones/corredor_discards (the latest when `version` is None)."""
+def load_zones(conn, version: int | None = None) -> Zones:
+    """Read one version of corredor_zones/corredor_discards (the latest when `version` is None), on a
+    SQLAlchemy connection or the quick reader of `match` (registry/db/duckread.py)."""
     if version is None:
-        version = conn.execute(sa.text("SELECT max(version) FROM corredor_zones")).scalar_one()
+        version = execute(conn, "SELECT max(version) FROM corredor_zones").scalar_one()
         if version is None:
             raise UserError("the registry holds no corredor zones (table corredor_zones is empty)")
-    zone_rows = conn.execute(sa.text("SELECT feature, max_pct, score FROM corredor_zones WHERE version = :v"),
-                             {"v": version}).all()
+    zone_rows = execute(conn, "SELECT feature, max_pct, score FROM corredor_zones WHERE version = :v",
+                        {"v": version}).all()
     if not zone_rows:
         raise UserError(f"no corredor zones with version {version} in the registry")
-    discard_rows = conn.execute(sa.text("SELECT feature, discard_pct FROM corredor_discards WHERE version = :v"),
-                                {"v": version}).all()
+    discard_rows = execute(conn, "SELECT feature, discard_pct FROM corredor_discards WHERE version = :v",
+                           {"v": version}).all()
     return zones_from_rows(int(version), zone_rows, discard_rows)
