@@ -5,11 +5,12 @@ Calibration rule (documented in docs/crossarch.md, the same for every app and mo
 the app was measured, in an order shuffled by a generator seeded with (seed, CRC-32 of the app's
 name); the first node, then each next one whose CPU family is not among those already taken, until K.
 The targets are every node where the app was measured whose CPU family is none of the calibration
-nodes'. With an architecture to calibrate on (``--calibrate-on aarch64``), the same rule draws from that
-architecture's nodes alone: under the plain rule a fold whose K calibration nodes are all ARM is rare
-(2 of 642 at K = 3, seeds 0-2, on the shared data), so the ARM -> x86 figures of the plain run rest on
-a handful of folds; calibrated on ARM, every fold asks that question. Nothing of the app's times on the targets reaches a model; its whole family is left out of
-the references (references.py).
+nodes'. Nothing of the app's times on the targets reaches a model; its whole family is left out of
+the references (references.py). With an architecture to calibrate on (``--calibrate-on aarch64``),
+the same rule draws from that architecture's nodes alone: under the plain rule a fold whose K
+calibration nodes are all ARM is rare (2 of 642 at K = 3, seeds 0-2, on the shared data), so the
+ARM -> x86 figures of the plain run rest on a handful of folds; calibrated on ARM, every fold asks
+that question.
 
 Metrics, over all (app, seed) folds of a model: median and 90th percentile of the absolute error of
 the predicted time (|predicted / actual - 1|), median Spearman rank correlation over the targets of a

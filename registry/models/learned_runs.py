@@ -233,7 +233,8 @@ class _LearnedRuns(SimilarRunsModel):
         stacked, explanation = None, {"trees": self.trees}
         if self.residual:
             tol, weight, _ = self._choose(single)
-            sr = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol)[0]
+            sr = weighted_projection(f["F"], f["L"], q[None, :], self._prior(single, weight)[None, :], tol,
+                                     self._local(single))[0]
             stacked = sr - offset
             explanation |= {"tolerance": tol, **weight._asdict(), "shrink": learned["shrink"]}
         X = self._rows(q[None, :], everywhere, stacked, single)[:, learned["features"]]

@@ -5,8 +5,10 @@ The references are things measured on every node: micro-benchmark configs and ot
 Their features are their log costs on the calibration nodes relative to the base node (``cal.<node>``
 columns; any other numeric features serve as the pattern when there are none), ``meta.single`` (1:
 runs on one CPU) and ``meta.app`` (1: an application rather than a micro-benchmark). In log space a
-reference r projects the app onto node n as ``L[r, n] + b_r``, where the offset b_r is the mean gap
-between the app and r over the calibration nodes; the prediction is a weighted mean over references,
+reference r projects the app onto node n as ``L[r, n] + b_r(n)``, where the offset b_r(n) is the gap
+between the app and r over the calibration nodes, each calibration node's gap weighed by how like node
+n it is (the references' relative standing on the two; LOCALITY; with one calibration node, its
+gap); the prediction is a weighted mean over references,
 weight = prior x exp(-SSE_r / 2s^2), SSE_r the squared mismatch of the centred patterns (Bayesian
 averaging over "the app behaves like reference r"). With one calibration node every pattern fits,
 and the prior decides: references of the app's thread class (1 CPU or all), applications weighted
@@ -58,6 +60,8 @@ TOLERANCES = (0.02, 0.04, 0.08, 0.16, 0.32)
 APP_WEIGHTS = (1.0, 10.0, 100.0)
 # of the track-record prior, in log units of mean error (None: no such prior)
 SHARPNESS = (0.1, 0.05, 0.02, 0.01, 0.005)
+# of the local offset: the node distance (log units) over which a calibration node's gap fades (docs/crossarch.md)
+LOCALITY = 0.3
 MIN_TRACK_FAMILIES = 3         # app families among the inner targets before a track record is trusted
 MIN_GROUP_FAMILIES = 1         # other app families of the query's app group before its own scope serves
 NODE_FEATURES = ("n_cpus", "memory_bytes", "aarch64")   # what the models may know of a node besides its references
@@ -137,14 +141,22 @@ class Projection(NamedTuple):
     misfit: np.ndarray   # Q
 
 
-def project(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float) -> Projection:
+def project(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float,
+            local: np.ndarray | None = None) -> Projection:
     """Queries q (Q x C patterns) projected onto every node (columns of L) from references with patterns
-    F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused)."""
+    F (R x C) and log ratios L (R x N, NaN = unmeasured); prior: Q x R weights (0 = unused). `local`
+    (C x N, each column summing to 1; `local_weights`): how much each calibration node's gap between the
+    query and a reference counts in the offset on each node; None: the plain mean gap everywhere."""
     w, b, sse = pattern_weights(F, q, prior, tolerance)
     measured = np.isfinite(L).astype(float)       # float: a bool operand makes every product below 2x slower
     Lz = np.where(measured > 0, L, 0.0)
-    num = w @ Lz + (w * b) @ measured
     den = w @ measured
+    if local is None:
+        num = w @ Lz + (w * b) @ measured
+    else:   # sum over references of w b_r(n) on node n, b_r(n) = sum_c local[c, n] (q_c - F_rc)
+        num = w @ Lz
+        for c in range(F.shape[1]):
+            num += local[c][None, :] * (q[:, c][:, None] * den - (w * F[:, c][None, :]) @ measured)
     total = np.maximum(w.sum(axis=1), 1e-300)
     share = den / total[:, None]
     # a node where the references that carry the weight were not measured is not predicted: the mean
@@ -154,10 +166,33 @@ def project(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tole
     return Projection(log, share, np.sqrt((w * sse).sum(axis=1) / total / max(F.shape[1] - 1, 1)))
 
 
-def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float
-                        ) -> np.ndarray:
+def weighted_projection(F: np.ndarray, L: np.ndarray, q: np.ndarray, prior: np.ndarray, tolerance: float,
+                        local: np.ndarray | None = None) -> np.ndarray:
     """`project`'s log predictions alone."""
-    return project(F, L, q, prior, tolerance).log
+    return project(F, L, q, prior, tolerance, local).log
+
+
+def node_distances(F: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """C x N: how unlike each calibration node (patterns F, R x C) each node (log ratios L, R x N) is:
+    the variance over the references both measured of their log ratio between the two (a node that is
+    uniformly faster is not unlike: only the references' relative standing counts)."""
+    measured = np.isfinite(L)
+    n = np.maximum(measured.sum(axis=0), 1)
+    out = np.empty((F.shape[1], L.shape[1]))
+    for c in range(F.shape[1]):
+        diff = np.where(measured, L - F[:, c][:, None], 0.0)
+        mean = diff.sum(axis=0) / n
+        out[c] = np.maximum((diff ** 2).sum(axis=0) / n - mean ** 2, 0.0)
+    return out
+
+
+def local_weights(distances: np.ndarray, locality: float) -> np.ndarray:
+    """C x N offset weights (`project`'s `local`) from `node_distances`: exp(-d / 2h^2), each node's
+    column normalised; the nearest calibration node counts most, and a node far from all of them
+    gets about the mean."""
+    logit = -(distances - distances.min(axis=0, keepdims=True)) / (2 * locality ** 2)
+    weights = np.exp(logit)
+    return weights / weights.sum(axis=0, keepdims=True)
 
 
 def vcpus_beyond(vcpus: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -366,7 +401,7 @@ class SimilarRunsModel(ProjectionModel):
         track = self._inner_track(single, group)
 
         def inner(tol: float, choice: Choice) -> tuple:
-            pred = self._inner_projection(single, group, tol, choice, track, L).log
+            pred = self._inner_projection(single, group, tol, choice, track, others).log
             err = np.abs(pred - L[targets])
             with warnings.catch_warnings():   # an app measured on none of the scored nodes: NaN
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -417,25 +452,39 @@ class SimilarRunsModel(ProjectionModel):
         "Intervals from every node": coverage on the Hetzner types 67.0% -> 74.7%, seeds 5-6)."""
         f = self.fitted
         targets, nodes = self.inner_targets(single, group), self.other_nodes()
-        L = f["L"][:, nodes]
-        proj = self._inner_projection(single, group, tol, choice, self._inner_track(single, group), L)
-        return self._widths(np.abs(proj.log - L[targets]), proj.misfit, nodes)
+        proj = self._inner_projection(single, group, tol, choice, self._inner_track(single, group), nodes)
+        return self._widths(np.abs(proj.log - f["L"][targets][:, nodes]), proj.misfit, nodes)
 
     def _inner_projection(self, single: bool, group: str | None, tol: float, choice: Choice,
-                          track: np.ndarray | None, L: np.ndarray) -> Projection:
-        """The scope's inner targets projected onto the nodes of L (columns of the references' log ratios)
-        under a setting, each with its own family left out; where the references that carry a track
-        record's or the other class's weight were not measured, the plain prior's prediction (as
-        predict does: each node's projection is its own, so only those nodes are projected again)."""
+                          track: np.ndarray | None, nodes: np.ndarray) -> Projection:
+        """The scope's inner targets projected onto `nodes` (indices) under a setting, each with its own
+        family left out; where the references that carry a track record's or the other class's weight
+        were not measured, the plain prior's prediction (as predict does: each node's projection is its
+        own, so only those nodes are projected again)."""
         F, targets = self.fitted["F"], self.inner_targets(single, group)
-        proj = project(F, L, F[targets], self._inner_prior(single, group, choice, track), tol)
+        L, local = self.fitted["L"][:, nodes], self._local(single, nodes)
+        proj = project(F, L, F[targets], self._inner_prior(single, group, choice, track), tol, local)
         missing = np.isnan(proj.log)
         cols = np.flatnonzero(missing.any(axis=0))
         if choice != Choice(choice.app_weight) and len(cols):
             plain = self._inner_prior(single, group, Choice(choice.app_weight), None)
-            again = project(F, L[:, cols], F[targets], plain, tol).log
+            again = project(F, L[:, cols], F[targets], plain, tol, None if local is None else local[:, cols]).log
             proj.log[:, cols] = np.where(missing[:, cols], again, proj.log[:, cols])
         return proj
+
+    def _local(self, single: bool, nodes: np.ndarray | None = None) -> np.ndarray | None:
+        """The local offset's weights (`local_weights`) on `nodes` (indices; all by default) for a query of
+        this thread class; None with one calibration node (one gap). The distances between nodes are
+        taken over the references of the query's class (a one-CPU app's offset follows the nodes' cores,
+        an all-CPU app's their sizes too), once per fit and class."""
+        f = self.fitted
+        if len(f["columns"]) < 2:
+            return None
+        cache = f.setdefault("local", {})
+        if single not in cache:
+            rows = f["single"] == single
+            cache[single] = local_weights(node_distances(f["F"][rows], f["L"][rows]), LOCALITY)
+        return cache[single] if nodes is None else cache[single][:, nodes]
 
     def _widths(self, err: np.ndarray, misfits: np.ndarray, scored: np.ndarray) -> Widths:
         """The interval from the inner cross-validation's absolute errors (targets x the `scored` nodes) and
@@ -540,12 +589,14 @@ class SimilarRunsModel(ProjectionModel):
         group = app_groups([query.name])[0] or None
         tol, weight, widths = self._local_choice(single, q, group)
         prior = self._prior(single, weight, group)[None, :]
-        proj = project(f["F"], f["L"], q[None, :], prior, tol)
+        local = self._local(single)
+        proj = project(f["F"], f["L"], q[None, :], prior, tol, local)
         log, share, unlike = proj.log[0], proj.share[0], float(proj.misfit[0])
         if weight != Choice(weight.app_weight) and np.isnan(log).any():
             # a track record or the other class's weight can put the weight on a few references; a node
             # where those were not measured gets the plain prior's prediction, not none
-            plain = project(f["F"], f["L"], q[None, :], self._prior(single, Choice(weight.app_weight))[None, :], tol)
+            plain = project(f["F"], f["L"], q[None, :], self._prior(single, Choice(weight.app_weight))[None, :], tol,
+                            local)
             fallback = np.isnan(log)
             log = np.where(fallback, plain.log[0], log)
             share = np.where(fallback, plain.share[0], share)
