@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 ENV_VAR = "NODEREG_DB"
+_DUCKDB_URL = "duckdb:///"      # SQLAlchemy's prefix of a DuckDB file (then a relative path, or / and an absolute one)
 
 
 def default_path() -> Path:
@@ -61,9 +62,6 @@ def duckdb_file(cli_value: str | None = None) -> Path | None:
     if name == text or not name or name == ":memory:" or any(c in name for c in "?#%"):
         return None
     return Path(name).resolve()
-
-
-_DUCKDB_URL = "duckdb:///"
 
 
 def resolve_url(cli_value: str | None = None) -> sa.URL:

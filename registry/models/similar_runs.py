@@ -475,8 +475,9 @@ class SimilarRunsModel(ProjectionModel):
     def _local(self, single: bool, nodes: np.ndarray | None = None) -> np.ndarray | None:
         """The local offset's weights (`local_weights`) on `nodes` (indices; all by default) for a query of
         this thread class; None with one calibration node (one gap). The distances between nodes are
-        taken over the references of the query's class (a one-CPU app's offset follows the nodes' cores,
-        an all-CPU app's their sizes too), once per fit and class."""
+        taken over the references of the query's class, once per fit and class: over the one-CPU ones they
+        are small (a one-CPU app keeps about the mean gap), over the all-CPU ones they include the nodes'
+        sizes (docs/crossarch.md, "The local offset")."""
         f = self.fitted
         if len(f["columns"]) < 2:
             return None
