@@ -53,8 +53,7 @@ def calibration_nodes(data: CrossData, app: str, k: int, seed: int, on: str | No
     architecture `on` where given; [] if fewer families measured it."""
     measured = sorted(data.times.index[data.times[app].notna()])
     if on is not None:
-        arch = data.nodes["architecture"].astype(str)
-        measured = [n for n in measured if arch.get(n) == on]
+        measured = [n for n in measured if data.architecture(n) == on]
     rng = np.random.default_rng([int(seed), zlib.crc32(app.encode())])
     chosen, families = [], set()
     for i in rng.permutation(len(measured)):

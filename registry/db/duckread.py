@@ -6,10 +6,11 @@ the 0.3 s start-up target of a command whose query takes milliseconds (issue 30,
 scripts/bench_startup.py), and a third of `match` over 10,000 nodes (scripts/bench_scale.py). A
 command that only reads may open its registry here: a DuckDB file given as a path or a plain
 `duckdb:///` URL (or the default one) that is at this nodereg's schema is opened `read_only`
-through the duckdb module itself. The QuickReader then stands in for a SQLAlchemy connection wherever the reading code runs its SQL
-through `registry.db.statement.execute` and `registry.db.read.read_arrays`: the same SQL text with
-the same `:name` parameters, and results with the part of SQLAlchemy's Result that the readers use
-(rows by position and by name, `first`, `one`, `scalar`, `scalars`, `mappings`).
+through the duckdb module itself. The QuickReader then stands in for a SQLAlchemy connection
+wherever the reading code runs its SQL through `registry.db.statement.execute` and
+`registry.db.read.read_arrays`: the same SQL text with the same `:name` parameters, and results with
+the part of SQLAlchemy's Result that the readers use (rows by position and by name, `first`, `one`,
+`scalar`, `scalars`, `mappings`).
 
 Anything else (a URL with options, PostgreSQL, a missing, locked or foreign file, a schema to
 migrate, any error) returns None, and the caller opens the registry the usual way
