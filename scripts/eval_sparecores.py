@@ -8,9 +8,10 @@ Uses the registry --db when it already holds the imported suite; otherwise unpac
 ../shared/datasets/sparecores/*.tar.gz ($NODEREG_SHARED/datasets/sparecores when set) into a cache
 folder (once) and imports it into a DuckDB file there (once). Then, for each K, every app measured on
 K calibration nodes of different CPU families (seeds as given), predicted on every node of another
-family by every model and baseline, and the oracle single ratio: the full table (overall, by app
-group, x86 -> ARM and ARM -> x86) and the issue's targets, met or not. With --calibrate-on, the
-calibration nodes are drawn from that architecture alone: every fold predicts across architectures.
+family by every model and baseline, and the two oracle single ratios (any reference; the
+micro-benchmarks only): the full table (overall, by app group, x86 -> ARM and ARM -> x86) and the
+issue's targets, met or not. With --calibrate-on, the calibration nodes are drawn from that
+architecture alone: every fold predicts across architectures.
 """
 
 import argparse

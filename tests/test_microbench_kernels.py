@@ -165,6 +165,17 @@ def test_chase_is_one_cycle_through_every_line(driver):
     assert reply["iters"] == 3 * 1024
 
 
+def test_one_cpu_named_twice_runs_two_threads_on_it(driver):
+    """scripts/bench_oversubscription.py's premise: `cpus=c,c` puts two threads, each with its own
+    chain, on one CPU (docs/validation.md, "Two threads on one CPU")."""
+    n = 5000
+    reply = driver.run({"kernel": "chase", "threads": 2, "cpus": [CPUS[0], CPUS[0]], "n": n, "line": 64,
+                        "reps": 1, "passes": 3})
+    assert reply["ok"] and reply["threads"] == 2 and reply["cpus"] == [CPUS[0], CPUS[0]]
+    assert reply["checksum"] == n * (n - 1) / 2              # thread 0's cycle, walked once
+    assert reply["bytes"] == 2 * 3 * 1024 * 64               # both threads' lines, every pass
+
+
 def test_reps_0_prepares_for_more(driver):
     """A signature window's preparing run: calibration only, no timed repetition; `more` then times."""
     reply = driver.run({"kernel": "triad", "threads": 1, "cpus": CPUS[:1], "n": 4096, "reps": 0, "target": 0.01})

@@ -20,7 +20,9 @@ across architectures: ``x86->arm`` (every calibration node x86_64, the aarch64 t
 ``arm->x86`` (the reverse); and, where the targets are of several clouds, by the target's cloud
 (``cloud:<vendor>``: a cloud the methods were never designed on is checked the same way).
 ``oracle``: in each fold, the single reference whose ratio has the lowest median error on the targets,
-chosen in hindsight (a bound on any single-ratio rule, not a model).
+chosen in hindsight (a bound on any single-ratio rule, not a model); ``oracle-micro``: the same over the
+suite's micro-benchmarks alone (the candidates of ``best-micro-ratio``: the bound on that baseline, and
+the oracle row of issue 27's table).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from registry.io.sparecores.apps import app_family
 from registry.models.base import MODEL_FAILURES
 
 ORACLE = "oracle"
+ORACLE_MICRO = "oracle-micro"
+ORACLES = {ORACLE: False, ORACLE_MICRO: True}     # name -> the micro-benchmarks only
 X86, ARM = "x86_64", "aarch64"
 DIRECTIONS = {X86: "x86->arm", ARM: "arm->x86"}    # the slice of the targets across, by the calibration's arch
 CLOUD = "cloud:"      # the summary's slices by the target's cloud
@@ -72,11 +76,17 @@ def targets(data: CrossData, app: str, calibration: list[str]) -> list[str]:
     return list(data.times.index[data.times[app].notna() & ~fam.isin(families)])
 
 
-def _oracle(refs, q: np.ndarray, target_idx: np.ndarray, actual_log: np.ndarray) -> np.ndarray:
-    """The log prediction of the single reference with the lowest median error on the targets."""
-    cols = [c for c in refs.feature_matrix.columns if c.startswith("cal.")]
-    F = refs.feature_matrix.values[:, :len(cols)]
-    L = refs.ratio_matrix.values[:, target_idx]
+def _oracle(refs, q: np.ndarray, target_idx: np.ndarray, actual_log: np.ndarray, micro: bool = False
+            ) -> np.ndarray:
+    """The log prediction of the single reference (micro-benchmark, with `micro`) with the lowest median
+    error on the targets."""
+    columns = list(refs.feature_matrix.columns)
+    cols = [c for c in columns if c.startswith("cal.")]
+    rows = refs.feature_matrix.values[:, columns.index("meta.micro")] > 0.5 if micro else slice(None)
+    F = refs.feature_matrix.values[rows, :len(cols)]
+    L = refs.ratio_matrix.values[rows][:, target_idx]
+    if not len(F):   # no micro-benchmark measured on every calibration node: no oracle of that kind
+        return np.full(len(target_idx), np.nan)
     pred = L + (q[None, :] - F).mean(axis=1)[:, None]
     with warnings.catch_warnings():   # a reference measured on none of the targets: NaN, never chosen
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -107,7 +117,7 @@ def run(data: CrossData, models: Iterable[str], k: int, seeds: Iterable[int], *,
     classes = [plugins.model_class(m, kind="projection") for m in models]
     bank = ReferenceBank(data)
     rows: list[pd.DataFrame] = []
-    seconds = {c.name: 0.0 for c in classes} | {ORACLE: 0.0}
+    seconds = {c.name: 0.0 for c in classes} | dict.fromkeys(ORACLES, 0.0)
     errors: dict[str, str] = {}
     index = bank.node_index
     with threadpool_limits(1):
@@ -135,15 +145,16 @@ def run(data: CrossData, models: Iterable[str], k: int, seeds: Iterable[int], *,
                     seconds[cls.name] += time.perf_counter() - start
                     rows.append(_frame(cls.name, app, goal, joined, [p.predicted_s for p in preds], actual,
                                        [p.low_s for p in preds], [p.high_s for p in preds], seed))
-                start = time.perf_counter()
-                sig = [q.signature[c] for c in refs.feature_matrix.columns if c.startswith("cal.")]
-                log = _oracle(refs, np.array(sig), np.array([index[n] for n in goal]), np.log(actual / q.base_time_s))
-                t = q.base_time_s * np.exp(log)
-                rows.append(_frame(ORACLE, app, goal, joined, t, actual, t, t, seed))
-                seconds[ORACLE] += time.perf_counter() - start
+                sig = np.array([q.signature[c] for c in refs.feature_matrix.columns if c.startswith("cal.")])
+                for name, micro in ORACLES.items():
+                    start = time.perf_counter()
+                    log = _oracle(refs, sig, np.array([index[n] for n in goal]), np.log(actual / q.base_time_s), micro)
+                    t = q.base_time_s * np.exp(log)
+                    rows.append(_frame(name, app, goal, joined, t, actual, t, t, seed))
+                    seconds[name] += time.perf_counter() - start
                 if on_fold:
                     on_fold()
-    kinds = {c.name: "baseline" if c.baseline else "model" for c in classes} | {ORACLE: "oracle"}
+    kinds = {c.name: "baseline" if c.baseline else "model" for c in classes} | dict.fromkeys(ORACLES, "oracle")
     frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
     return CalibrateResult(frame, seconds, errors, kinds)
 
