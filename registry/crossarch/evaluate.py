@@ -146,9 +146,10 @@ def run(data: CrossData, models: Iterable[str], k: int, seeds: Iterable[int], *,
                     rows.append(_frame(cls.name, app, goal, joined, [p.predicted_s for p in preds], actual,
                                        [p.low_s for p in preds], [p.high_s for p in preds], seed))
                 sig = np.array([q.signature[c] for c in refs.feature_matrix.columns if c.startswith("cal.")])
+                where, actual_log = np.array([index[n] for n in goal]), np.log(actual / q.base_time_s)
                 for name, micro in ORACLES.items():
                     start = time.perf_counter()
-                    log = _oracle(refs, sig, np.array([index[n] for n in goal]), np.log(actual / q.base_time_s), micro)
+                    log = _oracle(refs, sig, where, actual_log, micro)
                     t = q.base_time_s * np.exp(log)
                     rows.append(_frame(name, app, goal, joined, t, actual, t, t, seed))
                     seconds[name] += time.perf_counter() - start
