@@ -65,6 +65,7 @@ class Variant:
 class Program:
     name: str           # app name in the registry
     argv: list[str]
+    team: int | None = None   # a fixed team of threads whatever the node's CPUs (xz -T2): told to nodereg
 
 
 def chosen_variants(prefix: str, sizes: str | None, compact_only: bool) -> list[Variant] | str:
@@ -105,9 +106,13 @@ def variants(prefix: str, sizes: list[int] | None = None, compact_only: bool = F
     return [Variant(name, cpus) for cpus, name in found.items()]
 
 
-def nodereg(db: str, *args: str, quiet: bool = True) -> subprocess.CompletedProcess:
-    """One nodereg command; the program's own output (and nodereg's tables) go to /dev/null when `quiet`."""
-    return subprocess.run([sys.executable, "-m", "registry", "--db", db, *args], text=True,
+def nodereg(db: str, *args: str, quiet: bool = True, team: int | None = None) -> subprocess.CompletedProcess:
+    """One nodereg command; the program's own output (and nodereg's tables) go to /dev/null when `quiet`.
+    `team`: the program runs that many threads on every node, which nodereg reads from OMP_NUM_THREADS
+    (registry/measure/onnode.py: `trace` stores it, `run` records it, `match` keeps the team on a node of
+    fewer CPUs, where its threads take turns)."""
+    env = None if team is None else {**os.environ, "OMP_NUM_THREADS": str(team)}
+    return subprocess.run([sys.executable, "-m", "registry", "--db", db, *args], text=True, env=env,
                           stdout=subprocess.DEVNULL if quiet else subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -191,19 +196,20 @@ def input_file(work: Path) -> Path:
 
 def program(name: str, work: Path, threads: int, archive: Path) -> Program:
     """The command of `name`. Programs without a thread variable get a fixed worker count (the host's
-    CPUs), so that every variant does the same work; the compressors cut the input into 2 MiB blocks,
-    so that their threads have work to share (xz's default block at -3 is 12 MiB)."""
+    CPUs), so that every variant does the same work, and nodereg is told that team (`Program.team`);
+    the compressors cut the input into 2 MiB blocks, so that their threads have work to share (xz's
+    default block at -3 is 12 MiB)."""
     if name.split(".")[0] in ("cg", "mg", "ep", "ft", "is", "bt", "lu", "sp") and "." in name:
         return Program(f"npb-{name}", [str(build_npb(work, name, archive))])
     if name == "xz":
         return Program("xz", ["xz", f"-T{threads}", "-3", "--block-size=2MiB", "-c", "-k",
-                                    str(input_file(work))])
+                                    str(input_file(work))], threads)
     if name == "zstd":
         return Program("zstd", ["zstd", f"-T{threads}", "-17", "-B2097152", "-c", "-q",
-                                      str(input_file(work))])
+                                      str(input_file(work))], threads)
     if name == "sysbench-memory":
         return Program(name, ["sysbench", "memory", f"--threads={threads}", "--time=0", "--memory-block-size=1M",
-                              "--memory-total-size=40G", "--memory-oper=read", "run"])
+                              "--memory-total-size=40G", "--memory-oper=read", "run"], threads)
     if name == "numpy-matmul":
         code = ("import numpy as np\na = np.random.default_rng(0).random((2000, 2000))\n"
                 "for _ in range(8):\n    a = a @ a\n    a /= np.abs(a).max()\nprint(float(a.sum()))")
@@ -244,7 +250,7 @@ def measure(db: str, prog: Program, nodes: list[Variant], repeat: int, args) -> 
             if v.name in failing:
                 continue
             if err := failed(nodereg(db, "run", v.name, "--name", prog.name, "--repeat", "1",
-                                     "--timeout", str(args.timeout), "--", *prog.argv)):
+                                     "--timeout", str(args.timeout), "--", *prog.argv, team=prog.team)):
                 console.print(f"  run on {v.name} failed: {err}")
                 failing.add(v.name)
 
@@ -258,7 +264,7 @@ def validate(prog: Program, db: str, base: Variant, targets: list[Variant], work
     out = work / f"{prog.name}.trace.json"
     console.print(f"  trace on {base.name}")
     if err := failed(nodereg(db, "trace", "--name", prog.name, "--node", base.name, "--timeout", str(args.timeout),
-                             "--out", str(out), "--", *prog.argv)):
+                             "--out", str(out), "--", *prog.argv, team=prog.team)):
         console.print(f"  [skipped] trace failed: {err}")
         return None
     trace = read_trace(out)

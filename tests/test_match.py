@@ -212,6 +212,32 @@ def test_a_cpu_subset_of_the_base_machine_is_slower_by_at_most_its_cpu_ratio(cli
     assert any("phase memory: on 1 node of the base node's own machine" in w for w in said), said
 
 
+def test_a_fixed_team_on_fewer_cpus_takes_turns(cli, db_url, registry):
+    """An app told to run 2 threads (OMP_NUM_THREADS when traced, as `xz -T2` runs two whatever the
+    node) keeps them on `one` (1 CPU), where they take turns: the memory phase there is one thread's
+    time x 2 (b's one-thread triad at 8 GB/s, one's at 8.4: 10 s x 8 / 8.4 x 2 = 19 s for its parallel
+    98%), not the time of the work split over one CPU as a team that adapts runs it (10 s x 12 / 8.4
+    = 14.3 s); said in a warning. `fast` (2 CPUs) is predicted alike either way."""
+    def per_node() -> tuple[dict, list[str]]:
+        res = cli("match", "app", "--json", "--no-store", "--explain")
+        assert res.code == 0, res.err
+        doc = json.loads(res.out)
+        (phase,) = [p for p in doc["phases"] if p["name"] == "memory"]
+        return {n: v["predicted_s"] for n, v in phase["per_node"].items()}, doc["warnings"]
+
+    adapting, said = per_node()
+    assert 14.0 < adapting["one"] < 14.5 and not any("fixed team" in w for w in said)
+    reg = open_registry(db_url)
+    with reg.begin() as conn:
+        conn.execute(sa.text("UPDATE traces SET threads = 2"))
+    reg.close()
+    fixed, said = per_node()
+    assert 0.98 * 10 * 8 / 8.4 * 2 < fixed["one"] < 0.98 * 10 * 8 / 8.4 * 2 + 0.3
+    assert fixed["fast"] == pytest.approx(adapting["fast"])
+    assert "phase memory: a fixed team of 2 threads on one (1 CPU): its threads take turns there, projected as " \
+           "one thread's time x 2 / CPUs (the cost of switching between them is not in the profiles)" in said
+
+
 def test_predictions_are_stored_and_file_argument_works(cli, sql_reader, registry):
     assert cli("match", str(registry), "--top", "2").code == 0
     stored = json.loads(cli("sql", "SELECT node, model_name, node_rank FROM v_predictions ORDER BY node_rank",

@@ -1,5 +1,6 @@
 """scripts/validate_apps.py, the parts that need no benchmark: node variants from a CPU topology, program commands."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -45,11 +46,13 @@ def test_short_programs_get_more_repetitions(script):
 
 def test_runs_are_interleaved_before_match(script, monkeypatch, tmp_path):
     """Trace, then the runs, one per variant in turn (the base first), so that a drift of the machine's
-    speed moves every variant alike, then match (which starts from the base runs' median)."""
-    calls = []
+    speed moves every variant alike, then match (which starts from the base runs' median). A program
+    of a fixed team (xz -T2) is traced and run with nodereg told the team; match needs no telling."""
+    calls, teams = [], []
 
-    def nodereg(db, *args, quiet=True):
+    def nodereg(db, *args, quiet=True, team=None):
         calls.append(args[0] if args[0] != "run" else f"run {args[1]} x{args[args.index('--repeat') + 1]}")
+        teams.append(team)
         return script.subprocess.CompletedProcess(args, 0, "", "")
 
     monkeypatch.setattr(script, "nodereg", nodereg)
@@ -58,6 +61,24 @@ def test_runs_are_interleaved_before_match(script, monkeypatch, tmp_path):
     args = type("A", (), {"timeout": 60.0, "model": "similarity", "repeat": 3, "measured_s": script.MEASURED_S})()
     uid = script.validate(script.Program("p", ["p"]), "duckdb://", base, [other, base], tmp_path, args)
     assert uid == "u1" and calls == ["trace", *["run val-2c x1", "run val-1c x1"] * 4, "match"]
+    assert set(teams) == {None}
+    calls.clear()
+    teams.clear()
+    xz = script.program("xz", tmp_path, 2, tmp_path / "npb.tar.gz")
+    assert xz.team == 2 and "-T2" in xz.argv
+    script.validate(xz, "duckdb://", base, [other, base], tmp_path, args)
+    assert teams == [2] * (len(calls) - 1) + [None] and calls[-1] == "match"
+
+
+def test_a_fixed_team_is_told_to_nodereg_by_omp_num_threads(script, monkeypatch):
+    """`nodereg(..., team=2)` runs nodereg with OMP_NUM_THREADS=2 (how `trace` and `run` learn a fixed
+    team, registry/measure/onnode.py), and without a team leaves the environment as it is."""
+    seen = []
+    monkeypatch.setattr(script.subprocess, "run", lambda argv, **kw: seen.append(kw.get("env")))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    script.nodereg("duckdb://", "trace", "--", "xz", team=2)
+    script.nodereg("duckdb://", "match", "u1")
+    assert seen[0]["OMP_NUM_THREADS"] == "2" and seen[0]["PATH"] == os.environ["PATH"] and seen[1] is None
 
 
 def test_coverage_rounds_calibrate_on_the_rounds_before(script):

@@ -291,6 +291,44 @@ def _project_part(query: Query, profiles, model_name: str, options: dict, nodes:
     return part, threads, base_threads, model, warnings
 
 
+def _time_sliced(part: NodePredictions, threads: dict, warnings: list[str], query: Query, profiles, model_name: str,
+                 options: dict, nodes: list[str], cache: dict, k: int, busy: int
+                 ) -> tuple[NodePredictions, dict, list[str]]:
+    """A fixed team of k threads (the count the user told the app when tracing it, OMP_NUM_THREADS) on a
+    node of c < k CPUs does not shrink to c threads: its k threads take turns, so the node does the work
+    the `busy` threads did on the base (k, or the base's CPUs if fewer), one thread's time there (the part
+    projected at one thread) times busy / c. (A count `project` is asked to project at, `fixed_threads`,
+    is a team that adapts: capped by each node's CPUs.) Projected at c
+    threads, as a team that adapts would run, xz -T2 and zstd -T2 on one CPU came out 21-27% too fast in
+    every round of the validation suite (docs/validation.md, stop 29): at c threads the configs split the
+    work, which the team does not. Switching between the threads costs more on top (xz -T2 on one CPU took
+    5-27% longer than xz -T1 on this guest), which no profile measures: said in a warning. Returns the part,
+    the threads per node and the warnings."""
+    cpus = profiles.cpus[_codes(profiles, nodes, cache)]
+    fewer = np.flatnonzero(cpus < k)
+    if not len(fewer):
+        return part, threads, warnings
+    one, _, _, _, one_limits = _project_part(query, profiles, model_name, options, nodes, cache, "fixed", 1)
+    turns = busy / cpus[fewer]
+    cols = [a.copy() for a in (part.predicted, part.low, part.high)]
+    for col, single in zip(cols, (one.predicted, one.low, one.high)):
+        col[fewer] = single[fewer] * turns
+    # those nodes' explanations, warnings and flags are the one-thread projection's
+    mine = np.zeros(len(nodes), dtype=bool)
+    mine[fewer] = True
+    no = np.zeros(len(nodes), dtype=bool)
+    flags = {f: np.where(mine, one.flags.get(f, no), part.flags.get(f, no)) for f in {*part.flags, *one.flags}}
+    said_of = {i: w for i, w in part.warnings.items() if not mine[i]} | \
+        {i: w for i, w in one.warnings.items() if mine[i]}
+    shown = ", ".join(f"{nodes[i]} ({plural(int(cpus[i]), 'CPU')})" for i in fewer[:3].tolist())
+    more = f" and {len(fewer) - 3} more" if len(fewer) > 3 else ""
+    said = (f"phase {query.name}: a fixed team of {k} threads on {shown}{more}: its threads take turns there, "
+            f"projected as one thread's time x {busy} / CPUs (the cost of switching between them is not in the profiles)")
+    return (NodePredictions(part.nodes, *cols, lambda i: (one if mine[i] else part).explanation(i), said_of, flags),
+            {**threads, **{nodes[i]: k for i in fewer.tolist()}},
+            warnings + [w for w in one_limits if w not in warnings] + [said])
+
+
 def _within_cpu_ratio(part: NodePredictions, profiles, nodes: list[str], time_s: float, want: np.ndarray,
                       base_want: float, cache: dict) -> tuple[NodePredictions, int]:
     """A part on a node of the base node's own machine (a CPU subset of it, `profile --cpus`: the
@@ -369,6 +407,9 @@ def _project_phase(phase, time_s: float, trace, profiles, model_name: str, optio
         query = Query(phase.name, features, time_s * share)
         part, part_threads, base_threads, model, limits = _project_part(query, profiles, model_name, options, nodes,
                                                                         cache, mode, k)
+        if mode == "fixed" and k > 1 and fixed_threads is None and trace.threads:
+            part, part_threads, limits = _time_sliced(part, part_threads, limits, query, profiles, model_name, options,
+                                                      nodes, cache, k, min(k, profiles.n_cpus[profiles.base]))
         threads = threads or part_threads          # the first part's: the parallel one where there is one
         warnings = warnings or _tie_warnings(phase.name, part)    # one per phase: the first part's
         warnings += [w for w in limits if w not in warnings]
