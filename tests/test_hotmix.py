@@ -173,9 +173,11 @@ def gemm_mix(binary):
 @pytestmark_perf
 def test_gemm_is_a_register_tile_by_its_mix(references, gemm_mix):
     """gemm keeps a tile of C in registers and loads a vector of B and an element of A per several
-    FMAs (16 FMAs per 8 loads with AVX-512): mostly FP, more FP operations than loads, few stores,
-    unlike the streams (a load or more per FP operation)."""
-    assert gemm_mix["fp_share"] > 2 * references["triad"]["fp_share"]
+    FMAs (16 FMAs per 8 loads with AVX-512 or AArch64, 8 per 6 with 16 vector registers: microbench/
+    ub_gemm.c): more FP operations than loads, few stores, unlike the streams (a load or more per FP
+    operation). Its FP share is 1.85x the triad's on an AVX2-only guest (0.436 against 0.235), above
+    2x with AVX-512."""
+    assert gemm_mix["fp_share"] > max(gemm_mix["load_share"], 1.5 * references["triad"]["fp_share"])
     assert gemm_mix["fp_per_load"] >= 0 > references["triad"]["fp_per_load"]
     assert gemm_mix["store_share"] < references["triad"]["store_share"] / 3
 
