@@ -43,6 +43,24 @@ def test_core_local_kernels_that_did_not_scale_over_distinct_cores_are_named():
     assert parallel_check.unscaled([bad[0], _measured("peak_fma", (0, 0), 58.7)], TWO_CORES) == []
 
 
+def test_core_local_kernels_that_scaled_far_apart_name_the_slower_ones():
+    # the figures of the two-CPU profile at 02:06 UTC, 28 November 2026: a stretch of the sweep on one core
+    part = [_measured("peak_fma", (0,), 45.8), _measured("peak_fma", (0, 1), 61.5),
+            _measured("scalar_fp64", (0,), 10.1), _measured("scalar_fp64", (0, 1), 14.6),
+            _measured("int_ops", (0,), 5.2), _measured("int_ops", (0, 1), 11.5)]
+    assert parallel_check.unscaled(part, TWO_CORES) == ["peak_fma x2: 1.3x one thread (int_ops 2.2x)",
+                                                        "scalar_fp64 x2: 1.4x one thread (int_ops 2.2x)"]
+    # the profiles before it (1.8-2.1x), and a vector FMA whose all-core clock is 65% of its one-core one
+    # beside integer work at 90% (1.4x apart): no caveat
+    healthy = [_measured("peak_fma", (0,), 45.4), _measured("peak_fma", (0, 1), 82.2),
+               _measured("scalar_fp64", (0,), 9.2), _measured("scalar_fp64", (0, 1), 18.8),
+               _measured("int_ops", (0,), 5.4), _measured("int_ops", (0, 1), 10.2)]
+    assert parallel_check.unscaled(healthy, TWO_CORES) == []
+    clocks = [_measured("peak_fma", (0,), 50.0), _measured("peak_fma", (0, 1), 65.0),
+              _measured("int_ops", (0,), 5.0), _measured("int_ops", (0, 1), 9.0)]
+    assert parallel_check.unscaled(clocks, TWO_CORES) == []
+
+
 def test_the_caveat_is_the_profiles_busy_reason_and_survives_a_merge():
     after = load.HostLoad(unscaled=["peak_fma x2: 1.0x one thread"])
     assert after.busy().startswith("threads on distinct cores did not run side by side (peak_fma x2")
