@@ -107,7 +107,7 @@ def test_a_profile_whose_threads_did_not_run_side_by_side_is_stored_with_the_cav
     res = cli("profile", "n", "--cpus", hidden_hog, "--quick", "--kernels", "peak_fma", "--threads", "1,2",
               "--reps", "3")
     assert res.code == 0, res.err
-    assert "warning: threads on distinct cores did not run side by side (peak_fma x2" in res.err
+    assert "warning: threads on distinct cores did not run side by side (peak_fma x2" in res.err, res.out + res.err
     stored = json.loads(_count(db_url, "SELECT host_load_json FROM profiles"))
     assert stored["unscaled"] and stored["busy"].startswith("threads on distinct cores")
     assert_one_line_error(cli("profile", "m", "--cpus", hidden_hog, "--quick", "--kernels", "peak_fma",
